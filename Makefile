@@ -1,0 +1,61 @@
+# One command each, on a fresh machine with nothing installed by hand:
+#   make demo   the main job        make test   the whole suite
+#   make lab    JupyterLab + demos  make bench  benchmarks -> BENCHMARKS.md rows
+#   make lint   ruff, mypy, import contracts, TypeScript lint
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# jlpm and jupyter-builder call each other by name: the venv must be on PATH.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# torch CPU build by default; a machine with an NVIDIA GPU takes the CUDA build.
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+TORCH_REQ ?= $(if $(HAS_GPU),torch>=2.4,torch==2.13.0)
+
+.PHONY: demo test lab bench lint labextension install clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+# torch first, so the package's `torch>=2.4` is already met by the CPU build.
+$(VENV)/.torch-installed: | $(PY)
+	$(PIP) install --quiet '$(TORCH_REQ)'
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.torch-installed
+	$(PIP) install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+# Build the front end from source every time, and point JupyterLab at this build
+# (a symlink), so the browser tests never see a stale copy.
+labextension: install
+	cd labextension && CI=true jlpm install --immutable >/dev/null && jlpm build
+	jupyter-builder develop --overwrite . >/dev/null
+
+test: labextension
+	cd labextension && jlpm lint && jlpm test
+	$(PY) -m pytest
+
+demo: install
+	$(PY) demos/smoke.py
+
+lab: labextension
+	$(VENV)/bin/jupyter lab $(ROOT_FLAG) --notebook-dir=demos --LabApp.news_url=None
+
+bench: install
+	$(PY) benchmarks/run.py
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+	cd labextension && CI=true jlpm install --immutable >/dev/null && jlpm lint
+
+clean:
+	rm -rf $(VENV) labextension/node_modules labextension/lib ft_notebook/labextension

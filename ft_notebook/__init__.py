@@ -1,0 +1,58 @@
+"""ft_notebook: fault tolerance for training and serving from Jupyter notebooks.
+
+Importing the package is cheap: torch, Dask and distributed load on first use of a
+feature that needs them.
+"""
+
+from __future__ import annotations
+
+from ft_notebook.events import Event, Health, RunState, history, publish, subscribe
+from ft_notebook.exceptions import (
+    CheckpointCorrupt,
+    CheckpointNotFound,
+    ClusterError,
+    ClusterUnreachable,
+    ConfigError,
+    EventError,
+    FTError,
+    NoWorkers,
+    RendezvousTimeout,
+    RunFailed,
+    SnapshotError,
+    StoreError,
+    StoreUnsafe,
+    TrainingError,
+    UnsafeName,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckpointCorrupt",
+    "CheckpointNotFound",
+    "ClusterError",
+    "ClusterUnreachable",
+    "ConfigError",
+    "Event",
+    "EventError",
+    "FTError",
+    "Health",
+    "NoWorkers",
+    "RendezvousTimeout",
+    "RunFailed",
+    "RunState",
+    "SnapshotError",
+    "StoreError",
+    "StoreUnsafe",
+    "TrainingError",
+    "UnsafeName",
+    "__version__",
+    "history",
+    "publish",
+    "subscribe",
+]
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where JupyterLab finds the prebuilt front-end extension of this package."""
+    return [{"src": "labextension", "dest": "ft-notebook-labextension"}]

@@ -1,0 +1,340 @@
+"""The one channel every component publishes to, and the states they share.
+
+An :class:`Event` is an envelope ``{seq, topic, kind, time, run?, worker?,
+generation?, step?, data}``; its ``data`` has the fields of a typed payload
+(:class:`WorkerLost`, :class:`RunStateChanged`, ...). :func:`publish` appends the
+event to the topic's durable journal, which gives it its sequence number, then sends
+it live: through the Dask scheduler's event log when this process belongs to a
+cluster, and always through the in-process bus. :func:`subscribe` replays the
+journal and then follows the live tail, so a consumer sees every event exactly once
+and in order, however late it subscribes; :func:`history` reads the journal alone.
+
+Guarantees:
+- sequence numbers of a topic increase by one, across processes of one machine;
+- a journal survives the processes that wrote it (the kernel, the scheduler);
+- an event from a newer version round-trips: unknown fields are kept, not fatal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import time
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
+
+from ft_notebook._paths import checked_name
+from ft_notebook.exceptions import EventError
+
+if TYPE_CHECKING:
+    from ft_notebook._delivery import Subscription
+
+__all__ = [
+    "CheckpointCommitted",
+    "Event",
+    "EventPayload",
+    "Health",
+    "HealthChanged",
+    "RecoveryCompleted",
+    "RunState",
+    "RunStateChanged",
+    "SnapshotCommitted",
+    "WorkerHung",
+    "WorkerJoined",
+    "WorkerLost",
+    "cluster_topic",
+    "history",
+    "publish",
+    "run_topic",
+    "session_topic",
+    "subscribe",
+]
+
+
+class RunState(str, enum.Enum):
+    """State of a training run::
+
+        PENDING ─► RUNNING ⇄ RECOVERING
+                      ⇅          ⇅
+                   STALLED (below min_workers)
+        any of them ─► COMPLETED | FAILED | CANCELLED
+    """
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    RECOVERING = "RECOVERING"
+    STALLED = "STALLED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def finished(self) -> bool:
+        return self in (RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED)
+
+
+class Health(str, enum.Enum):
+    """Health of a run, a service or one replica::
+
+        HEALTHY (all replicas) ─► DEGRADED (fewer, still working)
+            ─► FALLBACK (a service answered by its fallback)
+        a replica is LOST while it is gone
+    """
+
+    HEALTHY = "HEALTHY"
+    DEGRADED = "DEGRADED"
+    FALLBACK = "FALLBACK"
+    LOST = "LOST"
+
+
+TOPIC_PREFIX = "ft-notebook"
+
+
+def cluster_topic() -> str:
+    """Membership and health of the cluster's workers."""
+    return f"{TOPIC_PREFIX}.cluster"
+
+
+def session_topic() -> str:
+    """Notebook snapshots."""
+    return f"{TOPIC_PREFIX}.session"
+
+
+def run_topic(run: str) -> str:
+    """Everything that happens to one training run."""
+    return f"{TOPIC_PREFIX}.run.{checked_name(run, 'run name')}"
+
+
+@dataclass(frozen=True)
+class Event:
+    """The envelope every event travels in; ``data`` holds the payload's fields."""
+
+    topic: str
+    kind: str
+    seq: int = 0
+    time: float = 0.0
+    run: str | None = None
+    worker: str | None = None
+    generation: int | None = None
+    step: int | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+    #: Top-level fields written by a newer version; kept so they round-trip.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.extra)
+        for f in _ENVELOPE_FIELDS:
+            value = getattr(self, f)
+            if value is not None or f in _REQUIRED:
+                out[f] = dict(value) if f == "data" else value
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Event:
+        missing = [f for f in _REQUIRED if f not in raw]
+        if missing:
+            raise EventError(
+                f"An event lacks the fields {missing}; it has {sorted(raw)}. It was "
+                f"not written by ft_notebook, or the journal is damaged."
+            )
+        known = {f: raw[f] for f in _ENVELOPE_FIELDS if f in raw}
+        known["data"] = dict(known.get("data") or {})
+        extra = {k: v for k, v in raw.items() if k not in _ENVELOPE_FIELDS}
+        return cls(**known, extra=extra)
+
+    def payload(self) -> EventPayload | None:
+        """The typed payload, or None for a kind this version does not know."""
+        kind = _PAYLOADS.get(self.kind)
+        if kind is None:
+            return None
+        hints = get_type_hints(kind)
+        names = {f.name for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
+        return kind(**{k: _coerce(hints[k], v) for k, v in self.data.items() if k in names})
+
+
+_ENVELOPE_FIELDS = ("seq", "topic", "kind", "time", "run", "worker", "generation", "step", "data")
+_REQUIRED = ("seq", "topic", "kind", "time", "data")
+
+
+class EventPayload:
+    """Base of typed payloads. Subclasses are frozen dataclasses with a ``kind``."""
+
+    kind: ClassVar[str]
+
+
+_PAYLOADS: dict[str, type[EventPayload]] = {}
+P = TypeVar("P", bound=type[EventPayload])
+
+
+def event_kind(kind: str) -> Callable[[P], P]:
+    """Register a payload class under its past-tense kind, e.g. ``worker-lost``."""
+
+    def register(cls: P) -> P:
+        if kind in _PAYLOADS:
+            raise ValueError(f"event kind {kind!r} is registered twice")
+        cls.kind = kind
+        _PAYLOADS[kind] = cls
+        return cls
+
+    return register
+
+
+@event_kind("worker-joined")
+@dataclass(frozen=True)
+class WorkerJoined(EventPayload):
+    name: str
+    address: str
+    pid: int | None = None
+    gpu: str | None = None
+
+
+@event_kind("worker-lost")
+@dataclass(frozen=True)
+class WorkerLost(EventPayload):
+    name: str
+    address: str
+    cause: str = ""
+
+
+@event_kind("worker-hung")
+@dataclass(frozen=True)
+class WorkerHung(EventPayload):
+    name: str
+    address: str
+    heartbeat_age_s: float
+
+
+@event_kind("run-state-changed")
+@dataclass(frozen=True)
+class RunStateChanged(EventPayload):
+    state: RunState
+    previous: RunState | None = None
+    reason: str = ""
+
+
+@event_kind("health-changed")
+@dataclass(frozen=True)
+class HealthChanged(EventPayload):
+    health: Health
+    previous: Health | None = None
+    reason: str = ""
+
+
+@event_kind("recovery-completed")
+@dataclass(frozen=True)
+class RecoveryCompleted(EventPayload):
+    cause: str
+    rto_s: float
+    steps_lost: int
+    workers_before: int
+    workers_after: int
+
+
+@event_kind("checkpoint-committed")
+@dataclass(frozen=True)
+class CheckpointCommitted(EventPayload):
+    checkpoint_step: int
+    nbytes: int
+    location: str = ""
+
+
+@event_kind("snapshot-committed")
+@dataclass(frozen=True)
+class SnapshotCommitted(EventPayload):
+    name: str
+    nbytes: int
+    variables: int
+    lost: tuple[str, ...] = ()
+
+
+def publish(
+    payload: EventPayload,
+    topic: str,
+    *,
+    run: str | None = None,
+    worker: str | None = None,
+    generation: int | None = None,
+    step: int | None = None,
+    via: Any = None,
+) -> Event:
+    """Journal ``payload`` under ``topic`` and deliver it live; return the event.
+
+    ``via`` is a Dask ``Client``, ``Scheduler`` or ``Worker`` to send through; by
+    default (config ``events.transport: auto``) the worker or default client of this
+    process, if any.
+    """
+    from ft_notebook import _delivery
+
+    data = {f.name: _plain(getattr(payload, f.name)) for f in dataclasses.fields(payload)}  # type: ignore[arg-type]
+
+    def make(seq: int) -> Event:
+        return Event(
+            topic=topic,
+            kind=payload.kind,
+            seq=seq,
+            time=time.time(),
+            run=run,
+            worker=worker,
+            generation=generation,
+            step=step,
+            data=data,
+        )
+
+    return _delivery.publish(topic, make, via=via)
+
+
+def subscribe(
+    topic: str,
+    callback: Callable[[Event], object],
+    *,
+    since: int = 0,
+    via: Any = None,
+) -> Subscription:
+    """Call ``callback`` for every event of ``topic`` after ``since``, once, in order.
+
+    The journal is replayed first, then the live tail follows. ``via`` is a Dask
+    ``Client`` for events published elsewhere in the cluster; without one the
+    in-process bus carries the live tail. Close the returned subscription to stop.
+    """
+    from ft_notebook import _delivery
+
+    return _delivery.subscribe(topic, callback, since=since, via=via)
+
+
+def history(
+    topic: str | None = None, *, run: str | None = None, since: int = 0, via: Any = None
+) -> list[Event]:
+    """Every event of ``topic`` (or of ``run``) after ``since``, in order.
+
+    Read from the journal; with ``via`` (a Client) also from the scheduler's recent
+    events, for publishers on other machines.
+    """
+    from ft_notebook import _delivery
+
+    if (topic is None) == (run is None):
+        raise TypeError("history() takes a topic or run=..., not both")
+    return _delivery.history(topic if topic is not None else run_topic(run or ""), since, via)
+
+
+def _coerce(hint: Any, value: Any) -> Any:
+    """Turn a JSON value back into the payload field's type (enums, tuples)."""
+    if value is None:
+        return None
+    if get_origin(hint) in (Union, types.UnionType):
+        hint = next(a for a in get_args(hint) if a is not type(None))
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint(value)
+    if get_origin(hint) is tuple and isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+

@@ -1,0 +1,111 @@
+"""The one exception tree of ft_notebook.
+
+Every message says what happened, the values seen, and the next step. Recoverable
+faults (a lost worker, a lagging checkpoint) are events and state, not exceptions;
+these are raised only when the caller must act.
+
+    FTError
+    ├── ConfigError                 a setting has a value we cannot use
+    ├── StoreError                  checkpoint storage
+    │   ├── CheckpointNotFound
+    │   ├── CheckpointCorrupt
+    │   └── StoreUnsafe             a location other users can write to
+    ├── SnapshotError               notebook namespace snapshots
+    ├── ClusterError
+    │   ├── NoWorkers
+    │   └── ClusterUnreachable
+    ├── TrainingError
+    │   ├── RunFailed
+    │   └── RendezvousTimeout
+    ├── EventError                  an event that cannot be encoded or decoded
+    └── UnsafeName                  a user-given name that cannot become a path
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class FTError(Exception):
+    """Base of every error ft_notebook raises on purpose."""
+
+
+class ConfigError(FTError, ValueError):
+    """A configuration value is missing, malformed or not one of the allowed values."""
+
+    def __init__(
+        self,
+        key: str,
+        value: object,
+        *,
+        allowed: Iterable[object] | None = None,
+        expected: str | None = None,
+    ) -> None:
+        self.key = key
+        self.value = value
+        self.allowed = tuple(allowed) if allowed is not None else None
+        if self.allowed is not None:
+            want = "one of " + ", ".join(repr(a) for a in self.allowed)
+        else:
+            want = expected or "a valid value"
+        env = "DASK_" + key.upper().replace("-", "_").replace(".", "__")
+        super().__init__(
+            f"Configuration key {key!r} has value {value!r}; expected {want}. "
+            f"Fix it in your dask config (ft-notebook section) or in the "
+            f"environment variable {env}."
+        )
+
+
+class StoreError(FTError):
+    """Checkpoint storage failed or refused."""
+
+
+class CheckpointNotFound(StoreError, KeyError):
+    """The asked-for run or step has no committed checkpoint."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class CheckpointCorrupt(StoreError):
+    """A checkpoint's files do not match its manifest."""
+
+
+class StoreUnsafe(StoreError):
+    """A location other users can write to was asked to hold or give pickled data."""
+
+
+class SnapshotError(FTError):
+    """A notebook snapshot could not be taken or restored."""
+
+
+class ClusterError(FTError):
+    """The Dask cluster could not be started, reached or used."""
+
+
+class NoWorkers(ClusterError):
+    """The cluster has no workers to run on."""
+
+
+class ClusterUnreachable(ClusterError):
+    """No scheduler answered at the address we had."""
+
+
+class TrainingError(FTError):
+    """A training run could not go on."""
+
+
+class RunFailed(TrainingError):
+    """A run ended in FAILED; the message carries the cause from the worker."""
+
+
+class RendezvousTimeout(TrainingError):
+    """Workers did not all arrive at a rendezvous in time."""
+
+
+class EventError(FTError):
+    """An event could not be encoded or decoded."""
+
+
+class UnsafeName(FTError, ValueError):
+    """A user-given name (run, snapshot, service) cannot be used as part of a path."""

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import dask.config
+import pytest
+
+from ft_notebook.config import cluster_dask_config, get_config, load_config, reload_config
+from ft_notebook.exceptions import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def _fresh_config() -> Iterator[None]:
+    yield
+    reload_config()
+
+
+def test_defaults_come_from_the_yaml() -> None:
+    cfg = load_config()
+    assert cfg.events.transport == "auto"
+    assert cfg.cluster.heartbeat_interval_s == 0.5
+    assert cfg.cluster.idle_timeout_s == 30 * 60
+    assert cfg.cluster.interface is None
+
+
+def test_the_test_session_never_uses_the_real_data_dir() -> None:
+    assert get_config().data_dir == Path(os.environ["DASK_FT_NOTEBOOK__DATA_DIR"])
+    assert Path.home() not in get_config().data_dir.parents
+
+
+def test_environment_overrides_reach_a_new_process(tmp_path: Path) -> None:
+    env = dict(
+        os.environ,
+        DASK_FT_NOTEBOOK__EVENTS__TRANSPORT="local",
+        DASK_FT_NOTEBOOK__CLUSTER__IDLE_TIMEOUT="90s",
+        DASK_FT_NOTEBOOK__DATA_DIR=str(tmp_path / "elsewhere"),
+    )
+    code = (
+        "from ft_notebook.config import get_config as g; c = g(); "
+        "print(c.events.transport, c.cluster.idle_timeout_s, c.data_dir)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["local", "90.0", str(tmp_path / "elsewhere")]
+
+
+def test_config_is_read_once_until_reloaded() -> None:
+    before = get_config()
+    with dask.config.set({"ft-notebook.events.transport": "local"}):
+        assert get_config() is before
+        assert reload_config().events.transport == "local"
+
+
+def test_bad_choice_names_key_value_and_allowed_values() -> None:
+    with dask.config.set({"ft-notebook.events.transport": "carrier-pigeon"}):
+        with pytest.raises(ConfigError) as info:
+            load_config()
+    message = str(info.value)
+    assert "ft-notebook.events.transport" in message
+    assert "'carrier-pigeon'" in message
+    for allowed in ("'auto'", "'local'", "'dask'"):
+        assert allowed in message
+    assert "DASK_FT_NOTEBOOK__EVENTS__TRANSPORT" in message
+    assert info.value.allowed == ("auto", "local", "dask")
+
+
+@pytest.mark.parametrize("bad", ["soon", "-5s", 0, None])
+def test_bad_duration_is_a_config_error(bad: object) -> None:
+    with dask.config.set({"ft-notebook.cluster.heartbeat-interval": bad}):
+        with pytest.raises(ConfigError, match="ft-notebook.cluster.heartbeat-interval"):
+            load_config()
+
+
+def test_clusters_we_start_leave_malloc_trim_unset() -> None:
+    with dask.config.set(cluster_dask_config()):
+        from distributed.nanny import _get_env_variables
+
+        env = _get_env_variables("distributed.nanny.pre-spawn-environ")
+    assert "MALLOC_TRIM_THRESHOLD_" not in env
+    assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == 65536
