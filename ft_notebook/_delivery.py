@@ -28,6 +28,11 @@ logger = logging.getLogger(__name__)
 
 Handler = Callable[[Event], None]
 
+# Live messages wrap the journal record: Dask adds its own "worker" key (an address)
+# to dict messages that workers log, which would overwrite the envelope's field.
+_WRAPPER_KEY = "ft-notebook-event"
+_IN_FLIGHT: set[Any] = set()
+
 
 def publish(topic: str, make: Callable[[int], Event], *, via: Any) -> Event:
     record = Journal.for_topic(topic).append(lambda seq: make(seq).to_dict())
@@ -35,11 +40,13 @@ def publish(topic: str, make: Callable[[int], Event], *, via: Any) -> Event:
     target = _resolve_via(via)
     if target is not None:
         try:
-            sent = target.log_event(topic, record)
+            sent = target.log_event(topic, {_WRAPPER_KEY: record})
             if inspect.isawaitable(sent):  # an asynchronous Client
                 import asyncio
 
-                asyncio.ensure_future(sent)
+                task = asyncio.ensure_future(sent)
+                _IN_FLIGHT.add(task)  # the loop keeps only a weak reference
+                task.add_done_callback(_IN_FLIGHT.discard)
         except Exception as e:  # the journal has it; live delivery is best effort
             logger.warning("event %s #%d journaled but not sent live: %s", topic, event.seq, e)
     _LOCAL_BUS.deliver(topic, event)
@@ -51,12 +58,15 @@ def history(topic: str, since: int, via: Any) -> list[Event]:
     by_seq = {r["seq"]: r for r in records}
     if via is not None:  # publishers on other machines journal elsewhere
         for _, msg in via.get_events(topic):
-            if isinstance(msg, dict) and "seq" in msg:
-                by_seq.setdefault(msg["seq"], msg)
+            record = msg.get(_WRAPPER_KEY) if isinstance(msg, dict) else None
+            if isinstance(record, dict) and "seq" in record:
+                by_seq.setdefault(record["seq"], record)
     return [Event.from_dict(by_seq[s]) for s in sorted(by_seq) if s > since]
 
 
-def subscribe(topic: str, callback: Callable[[Event], object], *, since: int, via: Any) -> Subscription:
+def subscribe(
+    topic: str, callback: Callable[[Event], object], *, since: int, via: Any
+) -> Subscription:
     sub = Subscription(topic, callback, since)
     if via is None:
         detach = _LOCAL_BUS.attach(topic, sub.on_live)
@@ -134,7 +144,9 @@ class Subscription:
         try:
             self._callback(event)
         except Exception:
-            logger.exception("event callback %r failed on %s #%d", self._callback, event.topic, event.seq)
+            logger.exception(
+                "event callback %r failed on %s #%d", self._callback, event.topic, event.seq
+            )
 
 
 class _LocalBus:
@@ -201,8 +213,8 @@ class _DaskFanout:
 
     def _dispatch(self, topic: str, raw: tuple[float, Any]) -> None:
         try:
-            event = Event.from_dict(raw[1])
-        except (EventError, TypeError, IndexError) as e:
+            event = Event.from_dict(raw[1][_WRAPPER_KEY])
+        except (EventError, TypeError, IndexError, KeyError) as e:
             logger.warning("ignoring a foreign message on %s: %s", topic, e)
             return
         with self._lock:
@@ -213,7 +225,9 @@ class _DaskFanout:
     def _await_subscribed(self, topic: str, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         delay = 0.005
-        while not self._client.run_on_scheduler(_is_subscribed, topic, self._client.id):
+        while not self._client.run_on_scheduler(
+            _is_subscribed, topic=topic, client_id=self._client.id
+        ):
             if time.monotonic() > deadline:
                 raise EventError(
                     f"The scheduler did not register the subscription to {topic} within "

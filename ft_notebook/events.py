@@ -23,7 +23,16 @@ import time
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from ft_notebook._paths import checked_name
 from ft_notebook.exceptions import EventError
@@ -33,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CheckpointCommitted",
+    "CheckpointSkipped",
     "Event",
     "EventPayload",
     "Health",
@@ -56,10 +66,10 @@ __all__ = [
 class RunState(str, enum.Enum):
     """State of a training run::
 
-        PENDING ─► RUNNING ⇄ RECOVERING
-                      ⇅          ⇅
-                   STALLED (below min_workers)
-        any of them ─► COMPLETED | FAILED | CANCELLED
+    PENDING ─► RUNNING ⇄ RECOVERING
+                  ⇅          ⇅
+               STALLED (below min_workers)
+    any of them ─► COMPLETED | FAILED | CANCELLED
     """
 
     PENDING = "PENDING"
@@ -78,9 +88,9 @@ class RunState(str, enum.Enum):
 class Health(str, enum.Enum):
     """Health of a run, a service or one replica::
 
-        HEALTHY (all replicas) ─► DEGRADED (fewer, still working)
-            ─► FALLBACK (a service answered by its fallback)
-        a replica is LOST while it is gone
+    HEALTHY (all replicas) ─► DEGRADED (fewer, still working)
+        ─► FALLBACK (a service answered by its fallback)
+    a replica is LOST while it is gone
     """
 
     HEALTHY = "HEALTHY"
@@ -240,6 +250,17 @@ class CheckpointCommitted(EventPayload):
     location: str = ""
 
 
+@event_kind("checkpoint-skipped")
+@dataclass(frozen=True)
+class CheckpointSkipped(EventPayload):
+    """A checkpoint failed verification on load; an older one was used instead."""
+
+    checkpoint_step: int
+    reason: str
+    used_step: int | None = None
+    location: str = ""
+
+
 @event_kind("snapshot-committed")
 @dataclass(frozen=True)
 class SnapshotCommitted(EventPayload):
@@ -337,4 +358,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     return value
-

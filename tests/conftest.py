@@ -8,7 +8,12 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-_KIND_BY_FOLDER = {"unit": "unit", "integration": "integration", "chaos": "chaos", "browser": "browser"}
+_KIND_BY_FOLDER = {
+    "unit": "unit",
+    "integration": "integration",
+    "chaos": "chaos",
+    "browser": "browser",
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from jupyter_client import KernelManager
+from jupyter_client.manager import KernelManager
 
 from ft_notebook.testing._poll import poll_for
 
@@ -64,7 +64,8 @@ class KernelSession:
 
     @property
     def pid(self) -> int:
-        assert self._km is not None and self._km.provisioner is not None, "kernel not started"
+        assert self._km is not None, "kernel not started"
+        assert self._km.provisioner is not None, "kernel not started"
         return int(self._km.provisioner.process.pid)  # type: ignore[attr-defined]
 
     def execute(self, code: str, timeout: float = 60.0) -> ExecResult:
@@ -76,7 +77,9 @@ class KernelSession:
             try:
                 msg = self._kc.get_iopub_msg(timeout=timeout)
             except queue.Empty:
-                raise TimeoutError(f"no output from the kernel within {timeout} s for {code!r}") from None
+                raise TimeoutError(
+                    f"no output from the kernel within {timeout} s for {code!r}"
+                ) from None
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]

@@ -56,9 +56,11 @@ def test_config_is_read_once_until_reloaded() -> None:
 
 
 def test_bad_choice_names_key_value_and_allowed_values() -> None:
-    with dask.config.set({"ft-notebook.events.transport": "carrier-pigeon"}):
-        with pytest.raises(ConfigError) as info:
-            load_config()
+    with (
+        dask.config.set({"ft-notebook.events.transport": "carrier-pigeon"}),
+        pytest.raises(ConfigError) as info,
+    ):
+        load_config()
     message = str(info.value)
     assert "ft-notebook.events.transport" in message
     assert "'carrier-pigeon'" in message
@@ -70,9 +72,11 @@ def test_bad_choice_names_key_value_and_allowed_values() -> None:
 
 @pytest.mark.parametrize("bad", ["soon", "-5s", 0, None])
 def test_bad_duration_is_a_config_error(bad: object) -> None:
-    with dask.config.set({"ft-notebook.cluster.heartbeat-interval": bad}):
-        with pytest.raises(ConfigError, match="ft-notebook.cluster.heartbeat-interval"):
-            load_config()
+    with (
+        dask.config.set({"ft-notebook.cluster.heartbeat-interval": bad}),
+        pytest.raises(ConfigError, match=r"ft-notebook\.cluster\.heartbeat-interval"),
+    ):
+        load_config()
 
 
 def test_clusters_we_start_leave_malloc_trim_unset() -> None:
