@@ -36,7 +36,7 @@ def main() -> None:
     with (
         dask.config.set(cluster_dask_config()),
         LocalCluster(
-            n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+            n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0"
         ) as cluster,
         Client(cluster) as client,
         Client(cluster, set_as_default=False) as watcher,

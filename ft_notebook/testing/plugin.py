@@ -129,7 +129,7 @@ def cluster() -> Iterator[Any]:
             threads_per_worker=1,
             processes=True,
             host="127.0.0.1",
-            dashboard_address=None,
+            dashboard_address="127.0.0.1:0",
             worker_dashboard_address=None,
             heartbeat_interval="200ms",
             silence_logs=40,

@@ -37,7 +37,7 @@ def test_events_cross_clients_and_outlive_client_and_scheduler(unique_name: str)
     with (
         dask.config.set(cluster_dask_config()),
         LocalCluster(
-            n_workers=1, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+            n_workers=1, threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0"
         ) as lc,
         Client(lc, set_as_default=False) as reader,
     ):
