@@ -1,0 +1,149 @@
+"""Incremental capture: which variables changed since the last snapshot, and their form.
+
+Each variable is pickled with its bulk data taken out (see ``_objects``), so the
+pickle is small and its hash, with the content hashes of the buffers, is an exact
+change fingerprint. A variable whose fingerprint is unchanged costs nothing to
+store; a changed one costs its small pickle plus the buffers whose content is new.
+What pickle cannot carry is recorded for replay: the cell that made it, the random
+state before that cell, and a description to check the replay against.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ft_notebook.session._namespace import describe
+from ft_notebook.session._objects import BufferRecord, digest_of, pickle_variable
+
+# Values of these types are immutable: the same object means the same value.
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range)
+
+
+@dataclass
+class VarEntry:
+    """How one variable is kept in a snapshot."""
+
+    name: str
+    how: str  # "pickle" | "replay" | "lost"
+    type_name: str
+    fingerprint: str
+    cell: int  # execution count of the cell that last changed it
+    pickle_digest: str | None = None
+    nbytes: int = 0
+    buffers: dict[str, BufferRecord] = field(default_factory=dict)
+    refs: list[str] = field(default_factory=list)
+    reason: str = ""
+
+
+@dataclass
+class Capture:
+    """What one snapshot adds: the entries that changed and the blobs they need."""
+
+    entries: dict[str, VarEntry]  # every variable, changed or not
+    changed: list[str]
+    removed: list[str]
+    blobs: dict[str, memoryview | bytes]  # digest -> data, only content not stored yet
+
+
+class Capturer:
+    """Keeps the last snapshot's view of the namespace to compute the next delta."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, VarEntry] = {}
+        self._ids: dict[str, int] = {}
+        self.known_blobs: set[str] = set()
+
+    def capture(self, variables: dict[str, Any], cell: int) -> Capture:
+        named: dict[int, str] = {}
+        for name in sorted(variables, key=lambda n: (n not in self.entries, n)):
+            named.setdefault(id(variables[name]), name)  # an alias points at the older name
+        buffer_data: dict[str, memoryview] = {}
+        pickles: dict[str, bytes] = {}
+        entries: dict[str, VarEntry] = {}
+        changed = []
+        for name, value in variables.items():
+            previous = self.entries.get(name)
+            if previous is not None and self._same_immutable(name, value):
+                entries[name] = previous
+                continue
+            entry, data = self._entry(name, value, named, buffer_data, cell)
+            if previous is not None and previous.fingerprint == entry.fingerprint:
+                entries[name] = previous
+                continue
+            if (
+                previous is not None
+                and entry.how == "replay"
+                and previous.how == "replay"
+                and (self._ids.get(name) == id(value))
+            ):
+                entry.cell = previous.cell  # the same object, changed by a later cell
+            entries[name] = entry
+            changed.append(name)
+            if data is not None and entry.pickle_digest is not None:
+                pickles[entry.pickle_digest] = data
+        removed = sorted(set(self.entries) - set(variables))
+        needed: dict[str, bytes | memoryview] = {**pickles, **buffer_data}
+        blobs = {d: v for d, v in needed.items() if d not in self.known_blobs}
+        self.entries = entries
+        self._ids = {name: id(value) for name, value in variables.items()}
+        return Capture(entries, sorted(changed), removed, blobs)
+
+    def committed(self, capture: Capture) -> None:
+        """The blobs of ``capture`` are durable: later snapshots may refer to them."""
+        self.known_blobs.update(capture.blobs)
+
+    def _same_immutable(self, name: str, value: Any) -> bool:
+        return isinstance(value, _IMMUTABLE) and self._ids.get(name) == id(value)
+
+    def _entry(
+        self,
+        name: str,
+        value: Any,
+        named: dict[int, str],
+        buffer_data: dict[str, memoryview],
+        cell: int,
+    ) -> tuple[VarEntry, bytes | None]:
+        type_name = f"{type(value).__module__}.{type(value).__qualname__}"
+        try:
+            pickled = pickle_variable(name, value, named, buffer_data)
+        except Exception as e:  # pickle raises many types for objects it cannot carry
+            reason = f"{type(e).__name__}: {e}"[:300]
+            return VarEntry(name, "replay", type_name, describe(value), cell, reason=reason), None
+        nbytes = len(pickled.data) + sum(b.nbytes for b in pickled.buffers.values())
+        entry = VarEntry(
+            name,
+            "pickle",
+            type_name,
+            pickled.fingerprint,
+            cell,
+            pickle_digest=digest_of(pickled.data),
+            nbytes=nbytes,
+            buffers=pickled.buffers,
+            refs=sorted(pickled.refs),
+        )
+        return entry, pickled.data
+
+
+_PICKLE_SENSITIVE = ("numpy", "torch", "pandas", "cloudpickle")
+
+
+def versions(modules: Iterable[str] | None = None) -> dict[str, str]:
+    """Versions a snapshot's pickles depend on: Python, and libraries in use.
+
+    Without ``modules``, the libraries this process has imported; read from the
+    installed metadata, so a restore can compare before importing anything.
+    """
+    found = {"python": f"{sys.version_info.major}.{sys.version_info.minor}"}
+    names = [m for m in _PICKLE_SENSITIVE if m in sys.modules] if modules is None else modules
+    for module in names:
+        if module == "python":
+            continue
+        try:
+            found[module] = importlib.metadata.version(module)
+        except importlib.metadata.PackageNotFoundError:
+            found[module] = "not installed"
+    return found

@@ -1,0 +1,96 @@
+"""What in a kernel's namespace is the user's state, and the random state cells see.
+
+IPython keeps its own machinery in the user namespace (``In``, ``Out``, ``_i3``,
+``get_ipython``...) and users import modules there; neither is state to snapshot.
+Random number generator states are captured before each cell so that a cell
+replayed after a crash draws the same numbers it drew the first time.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import sys
+import types
+from collections.abc import Mapping
+from typing import Any
+
+_IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})
+
+
+def user_variables(
+    ns: Mapping[str, Any], hidden: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The variables of ``ns`` that are the user's state, by name."""
+    hidden = hidden or {}
+    out = {}
+    for name, value in ns.items():
+        if name.startswith("_") or name in _IPYTHON_NAMES:
+            continue
+        if name in hidden and hidden[name] is value:
+            continue
+        if isinstance(value, types.ModuleType):
+            continue
+        out[name] = value
+    return out
+
+
+def imported_modules(ns: Mapping[str, Any]) -> dict[str, str]:
+    """Names bound to modules (``import numpy as np``): restored by importing again."""
+    return {
+        name: value.__name__
+        for name, value in ns.items()
+        if isinstance(value, types.ModuleType) and not name.startswith("_")
+    }
+
+
+def capture_rng() -> dict[str, Any]:
+    """The global random states of Python, numpy and torch (those already imported)."""
+    state: dict[str, Any] = {}
+    version, internal, gauss = random.getstate()
+    state["python"] = [version, list(internal), gauss]
+    np = sys.modules.get("numpy")
+    if np is not None:
+        kind, keys, pos, has_gauss, cached = np.random.get_state()
+        state["numpy"] = [kind, keys.tolist(), int(pos), int(has_gauss), float(cached)]
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        state["torch"] = base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode()
+    return state
+
+
+def restore_rng(state: Mapping[str, Any]) -> None:
+    """Put back the states :func:`capture_rng` returned (imports what it needs)."""
+    if "python" in state:
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+    if "numpy" in state:
+        import numpy as np
+
+        kind, keys, pos, has_gauss, cached = state["numpy"]
+        np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    if "torch" in state:
+        import torch
+
+        raw = bytearray(base64.b64decode(state["torch"]))
+        torch.set_rng_state(torch.frombuffer(raw, dtype=torch.uint8).clone())
+
+
+def describe(value: Any) -> str:
+    """A fingerprint of an object pickle cannot carry, from what is observable of it.
+
+    Two replays that built the same generator, lock or file in the same state give
+    the same description; one advanced, locked or moved differently does not.
+    """
+    kind = f"{type(value).__module__}.{type(value).__qualname__}"
+    if isinstance(value, types.GeneratorType):
+        frame = value.gi_frame
+        where = "finished" if frame is None else f"at {frame.f_lasti}"
+        return f"{kind} {value.gi_code.co_qualname} {where}"
+    locked = getattr(value, "locked", None)
+    if callable(locked):
+        return f"{kind} locked={locked()}"
+    if hasattr(value, "closed") and hasattr(value, "mode"):
+        position = "closed" if value.closed else f"at {value.tell()}"
+        return f"{kind} {getattr(value, 'name', '?')} mode={value.mode} {position}"
+    return kind

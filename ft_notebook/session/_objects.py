@@ -1,0 +1,214 @@
+"""Pickling a notebook namespace so that buffers, identity and views survive.
+
+A variable is pickled with cloudpickle (notebook-defined classes and lambdas go by
+value), but three kinds of objects are taken out of the pickle by ``persistent_id``:
+
+- another top-level variable: a reference by name, so two names for one object, and
+  a list holding a model, come back as one object across separately stored variables;
+- a numpy array or torch tensor whose memory is a view into a named array: a
+  reference to that name with offset, shape and strides, so it comes back as a view;
+- any other array or tensor: a *buffer* record, its bytes stored once under their
+  xxh3 content hash. The same object seen from several variables keeps one identity
+  key, so an optimizer and its model share parameters again after a restore.
+
+Pickle bytes then hold no bulk data, so hashing them is a cheap change fingerprint.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+import numpy as np
+import xxhash
+
+# Arrays smaller than this stay inside the pickle: a record costs more than it saves.
+INLINE_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class BufferRecord:
+    """Bulk data kept outside the pickle; ``digest`` names its bytes in the blob area."""
+
+    key: str  # identity of the object at snapshot time: same key, same restored object
+    digest: str
+    nbytes: int
+    kind: str  # "numpy" | "torch"
+    dtype: str
+    shape: tuple[int, ...]
+    extra: Mapping[str, Any] = field(default_factory=dict)  # requires_grad, device, parameter
+
+
+def digest_of(data: memoryview | bytes) -> str:
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+def _array_bytes(arr: np.ndarray[Any, Any]) -> memoryview:
+    return np.ascontiguousarray(arr).data.cast("B")
+
+
+def _tensor_bytes(t: Any) -> memoryview:
+    flat = t.detach().cpu().contiguous().reshape(-1)
+    return memoryview(flat.view(_uint8()).numpy()).cast("B")
+
+
+def _uint8() -> Any:
+    import torch
+
+    return torch.uint8
+
+
+def _is_tensor(obj: Any) -> bool:
+    torch = _torch_if_loaded()
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def _torch_if_loaded() -> Any:
+    import sys
+
+    return sys.modules.get("torch")
+
+
+class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
+    """Pickles one variable; records what it took out in ``buffers`` and ``refs``."""
+
+    def __init__(
+        self,
+        file: io.BytesIO,
+        name: str,
+        named: Mapping[int, str],
+        buffer_data: dict[str, memoryview],
+    ) -> None:
+        super().__init__(file, protocol=5)
+        self._name = name
+        self._named = named  # id(object) -> variable name, for the other variables
+        self._buffer_data = buffer_data  # digest -> bytes, shared across the snapshot
+        self.buffers: dict[str, BufferRecord] = {}
+        self.refs: set[str] = set()
+
+    def persistent_id(self, obj: Any) -> Any:
+        if isinstance(obj, io.IOBase) and not isinstance(obj, (io.BytesIO, io.StringIO)):
+            # cloudpickle would turn a file into a StringIO of its content: not the same
+            # object. Files are replayed instead, which reopens them where they were.
+            raise pickle.PicklingError(
+                f"an open file ({getattr(obj, 'name', '?')}) is replayed, not pickled"
+            )
+        other = self._named.get(id(obj))
+        if other is not None and other != self._name:
+            self.refs.add(other)
+            # the id makes the pickle change when the name is bound to another object
+            return ("var", other, id(obj))
+        if isinstance(obj, np.ndarray) and obj.dtype != object:
+            view = self._view_of_named(obj)
+            if view is not None:
+                return view
+            if obj.nbytes > INLINE_BYTES:
+                return ("buf", self._record(obj, "numpy", _array_bytes(obj), obj.dtype.str, {}))
+        if _is_tensor(obj) and obj.layout == _torch_if_loaded().strided and obj.nbytes > 0:
+            extra = {
+                "requires_grad": bool(obj.requires_grad),
+                "device": str(obj.device),
+                "parameter": type(obj).__name__ == "Parameter",
+            }
+            dtype = str(obj.dtype).removeprefix("torch.")
+            return ("buf", self._record(obj, "torch", _tensor_bytes(obj), dtype, extra))
+        return None
+
+    def _record(
+        self, obj: Any, kind: str, data: memoryview, dtype: str, extra: dict[str, Any]
+    ) -> str:
+        digest = digest_of(data)
+        key = f"{id(obj):x}:{digest}"
+        self._buffer_data.setdefault(digest, data)
+        self.buffers[key] = BufferRecord(
+            key, digest, data.nbytes, kind, dtype, tuple(obj.shape), extra
+        )
+        return key
+
+    def _view_of_named(self, arr: np.ndarray[Any, Any]) -> tuple[Any, ...] | None:
+        base = arr.base
+        while isinstance(base, np.ndarray):
+            owner = self._named.get(id(base))
+            if owner is not None and owner != self._name and base.flags.c_contiguous:
+                offset = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+                self.refs.add(owner)
+                return ("view", owner, offset, arr.shape, arr.strides, arr.dtype.str)
+            base = base.base
+        return None
+
+
+@dataclass
+class Pickled:
+    """One variable, pickled: its bytes, what they refer to, and their fingerprint."""
+
+    data: bytes
+    buffers: dict[str, BufferRecord]
+    refs: set[str]
+
+    @property
+    def fingerprint(self) -> str:
+        """Covers the pickle and the content of every buffer it took out."""
+        h = xxhash.xxh3_128(self.data)
+        for key in sorted(self.buffers):
+            h.update(key.encode())
+        return h.hexdigest()
+
+
+def pickle_variable(
+    name: str, value: Any, named: Mapping[int, str], buffer_data: dict[str, memoryview]
+) -> Pickled:
+    """Pickle ``value``; raises whatever pickling raises for an unpicklable object."""
+    out = io.BytesIO()
+    pickler = SnapshotPickler(out, name, named, buffer_data)
+    pickler.dump(value)
+    return Pickled(out.getvalue(), pickler.buffers, pickler.refs)
+
+
+class SnapshotUnpickler(pickle.Unpickler):
+    """Loads a variable whose references are resolved by ``resolve_var`` and ``load_buffer``."""
+
+    def __init__(
+        self,
+        data: bytes,
+        resolve_var: Callable[[str], Any],
+        load_buffer: Callable[[str], Any],
+    ) -> None:
+        super().__init__(io.BytesIO(data))
+        self._resolve_var = resolve_var
+        self._load_buffer = load_buffer
+
+    def persistent_load(self, pid: Any) -> Any:
+        tag = pid[0]
+        if tag == "var":
+            return self._resolve_var(pid[1])
+        if tag == "buf":
+            return self._load_buffer(pid[1])
+        if tag == "view":
+            _, owner, offset, shape, strides, dtype = pid
+            base = self._resolve_var(owner)
+            return np.ndarray(shape, np.dtype(dtype), buffer=base, offset=offset, strides=strides)
+        raise pickle.UnpicklingError(f"unknown reference {tag!r} in a snapshot")
+
+
+def rebuild_buffer(record: BufferRecord, data: bytes) -> Any:
+    """Turn stored bytes back into the array or tensor they came from."""
+    if record.kind == "numpy":
+        return np.frombuffer(bytearray(data), dtype=np.dtype(record.dtype)).reshape(record.shape)
+    import torch
+
+    flat = (
+        torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        if data
+        else torch.empty(0, dtype=torch.uint8)
+    )
+    tensor = flat.view(getattr(torch, record.dtype)).reshape(record.shape)
+    device = record.extra.get("device", "cpu")
+    if device != "cpu" and (not device.startswith("cuda") or torch.cuda.is_available()):
+        tensor = tensor.to(device)
+    if record.extra.get("parameter"):
+        return torch.nn.Parameter(tensor, requires_grad=bool(record.extra.get("requires_grad")))
+    return tensor.requires_grad_(bool(record.extra.get("requires_grad")))

@@ -1,0 +1,192 @@
+"""Snapshot and restore inside one process, through a dict-backed storage.
+
+The storage here is the seam's simplest implementation; durability and the commit
+protocol are the CheckpointStore's, tested with it.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from ft_notebook.exceptions import SnapshotError, UnsafeName
+from ft_notebook.session import NotebookSession
+
+
+class DictStorage:
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+        self.manifests: dict[str, dict[str, Any]] = {}
+        self.written = 0
+
+    def has_blob(self, digest: str) -> bool:
+        return digest in self.blobs
+
+    def put_blob(self, digest: str, data: bytes | memoryview) -> int:
+        self.blobs[digest] = bytes(data)
+        self.written += len(self.blobs[digest])
+        return len(self.blobs[digest])
+
+    def get_blob(self, digest: str) -> bytes:
+        return self.blobs[digest]
+
+    def commit(self, name: str, manifest: Mapping[str, Any]) -> None:
+        import json
+
+        self.manifests[name] = json.loads(json.dumps(manifest))
+
+    def manifest(self, name: str) -> dict[str, Any]:
+        return self.manifests[name]
+
+    def names(self) -> list[str]:
+        return sorted(self.manifests)
+
+    def retain(self, keep: Iterable[str]) -> None:
+        pass
+
+
+class Notebook:
+    """Runs cells the way IPython would: record, exec, snapshot."""
+
+    def __init__(self, session: NotebookSession | None = None) -> None:
+        self.storage = DictStorage() if session is None else session.storage
+        self.session = session or NotebookSession(self.storage)
+        self.ns: dict[str, Any] = {}
+        self.count = 0
+
+    def run(self, code: str, snapshot: bool = True) -> None:
+        self.count += 1
+        self.session.before_cell(self.count, code)
+        exec(code, self.ns)
+        if snapshot:
+            self.session.snapshot(self.ns, self.count)
+
+    def crash_and_restore(self, name: str = "latest") -> tuple[dict[str, Any], Any]:
+        fresh = NotebookSession(self.storage)
+        ns: dict[str, Any] = {}
+        report = fresh.restore(ns, name)
+        return ns, report
+
+
+def test_values_aliases_and_views_come_back() -> None:
+    nb = Notebook()
+    nb.run("import numpy as np\nbig = np.arange(100_000, dtype=np.float64)")
+    nb.run("same = big\nview = big[10:20]")
+    nb.run("cfg = {'lr': 0.1, 'arr': big}\nitems = [1, 'two', (3.0,)]")
+    ns, report = nb.crash_and_restore()
+    assert not report.lost
+    assert not report.different
+    np.testing.assert_array_equal(ns["big"], np.arange(100_000, dtype=np.float64))
+    assert ns["same"] is ns["big"]
+    assert ns["cfg"]["arr"] is ns["big"]
+    assert ns["items"] == [1, "two", (3.0,)]
+    assert ns["np"] is np  # modules come back by importing them again
+    ns["big"][15] = -1.0  # a write through the base shows in the view
+    assert ns["view"][5] == -1.0
+    assert ns["view"].base is not None
+
+
+def test_unchanged_data_is_not_written_again() -> None:
+    nb = Notebook()
+    nb.run("import numpy as np\nbig = np.ones(1_000_000)\nsmall = 1")
+    first = nb.storage.written
+    assert first > 8_000_000
+    nb.run("small = 2")
+    assert nb.storage.written - first < 10_000
+    nb.run("big[0] = 5.0")  # in place: same object, new content
+    assert nb.storage.written - first > 8_000_000
+    ns, _ = nb.crash_and_restore()
+    assert (ns["small"], ns["big"][0], ns["big"][1]) == (2, 5.0, 1.0)
+
+
+def test_model_and_optimizer_share_parameters_after_restore() -> None:
+    nb = Notebook()
+    nb.run(
+        "import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(64, 64)\n"
+        "opt = torch.optim.Adam(model.parameters(), lr=0.01)"
+    )
+    nb.run("loss = model(torch.randn(8, 64)).pow(2).mean()\nloss.backward()\nopt.step()")
+    ns, report = nb.crash_and_restore()
+    assert not report.lost
+    params = list(ns["model"].parameters())
+    assert ns["opt"].param_groups[0]["params"][0] is params[0]
+    assert torch.equal(params[0], nb.ns["model"].weight)
+    state = ns["opt"].state[params[0]]
+    assert torch.equal(state["exp_avg"], nb.ns["opt"].state[nb.ns["model"].weight]["exp_avg"])
+
+
+def test_notebook_defined_class_and_lambda_come_back() -> None:
+    nb = Notebook()
+    nb.run("class Point:\n    def __init__(self, x): self.x = x\np = Point(3)\nf = lambda v: v * 2")
+    ns, _ = nb.crash_and_restore()
+    assert ns["p"].x == 3
+    assert ns["f"](21) == 42
+
+
+def test_unpicklable_objects_are_replayed_with_their_random_state(tmp_path: Path) -> None:
+    nb = Notebook()
+    nb.ns["path"] = str(tmp_path / "data.txt")
+    (tmp_path / "data.txt").write_text("hello\nworld\n")
+    nb.run("import random, threading\nseeded = random.random()")
+    nb.run("lock = threading_lock = threading.Lock()")
+    nb.run("gen = (i * i for i in range(10))\nfh = open(path)\nfirst = fh.readline()")
+    expected_random = nb.ns["seeded"]
+    random.random()  # the global state moves on before the crash
+    ns, report = nb.crash_and_restore()
+    assert sorted(report.replayed) == ["fh", "gen", "lock"], report
+    assert ns["threading_lock"] is ns["lock"]
+    assert ns["seeded"] == expected_random
+    assert isinstance(ns["lock"], type(threading.Lock()))
+    assert list(ns["gen"]) == [i * i for i in range(10)]
+    assert ns["fh"].readline() == "world\n"  # the replayed file is where the original was
+    ns["fh"].close()
+    nb.ns["fh"].close()
+
+
+def test_a_replay_that_differs_is_reported_never_restored() -> None:
+    nb = Notebook()
+    nb.run("gen = iter(range(5)).__iter__()\ngen = (x for x in range(5))")
+    nb.run("next(gen)")  # a later cell advanced it: replaying its cell cannot
+    ns, report = nb.crash_and_restore()
+    assert "gen" not in ns
+    assert "gen" in report.different
+
+
+def test_what_cannot_come_back_is_lost_with_a_reason(tmp_path: Path) -> None:
+    nb = Notebook()
+    source = tmp_path / "feed.txt"
+    source.write_text("1\n2\n")
+    nb.ns["source"] = str(source)
+    nb.run("import threading\nlock = threading.Lock()\nholder = [lock]")
+    nb.run("lock.acquire()")
+    nb.run("feed = open(source)")
+    nb.ns["feed"].close()
+    source.unlink()  # the data is gone by the time the kernel is restored
+    ns, report = nb.crash_and_restore()
+    assert "lock" in report.different  # its cell makes an unlocked lock
+    assert "refers to 'lock'" in report.lost["holder"]
+    assert "FileNotFoundError" in report.lost["feed"]
+    assert {"lock", "holder", "feed"}.isdisjoint(ns)
+
+
+def test_bad_inputs_change_nothing() -> None:
+    nb = Notebook()
+    nb.run("x = 1")
+    ns = {"x": 99}
+    with pytest.raises(UnsafeName):
+        nb.session.restore(ns, "../etc")
+    with pytest.raises(SnapshotError, match="no snapshot 'nope'"):
+        nb.session.restore(ns, "nope")
+    with pytest.raises(SnapshotError, match=r"holds no variables \['y'\]"):
+        nb.session.restore(ns, names=["y"])
+    nb.storage.manifests["latest"]["versions"]["python"] = "2.7"
+    with pytest.raises(SnapshotError, match=r"python 2\.7 then"):
+        nb.session.restore(ns)
+    assert ns == {"x": 99}
