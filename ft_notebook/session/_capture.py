@@ -58,9 +58,7 @@ class Capturer:
         self.known_blobs: set[str] = set()
 
     def capture(self, variables: dict[str, Any], cell: int) -> Capture:
-        named: dict[int, str] = {}
-        for name in sorted(variables, key=lambda n: (n not in self.entries, n)):
-            named.setdefault(id(variables[name]), name)  # an alias points at the older name
+        named = self._named(variables)
         buffer_data: dict[str, memoryview] = {}
         pickles: dict[str, bytes] = {}
         entries: dict[str, VarEntry] = {}
@@ -92,9 +90,30 @@ class Capturer:
         self._ids = {name: id(value) for name, value in variables.items()}
         return Capture(entries, sorted(changed), removed, blobs)
 
+    def diff(self, variables: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """Names changed (or deleted) since the last capture, and names added; no state kept."""
+        named = self._named(variables)
+        changed, added = [], []
+        for name, value in variables.items():
+            previous = self.entries.get(name)
+            if previous is None:
+                added.append(name)
+            elif not self._same_immutable(name, value):
+                entry, _ = self._entry(name, value, named, {}, cell=0)
+                if entry.fingerprint != previous.fingerprint:
+                    changed.append(name)
+        changed += [n for n in self.entries if n not in variables]
+        return sorted(changed), sorted(added)
+
     def committed(self, capture: Capture) -> None:
         """The blobs of ``capture`` are durable: later snapshots may refer to them."""
         self.known_blobs.update(capture.blobs)
+
+    def _named(self, variables: dict[str, Any]) -> dict[int, str]:
+        named: dict[int, str] = {}
+        for name in sorted(variables, key=lambda n: (n not in self.entries, n)):
+            named.setdefault(id(variables[name]), name)  # an alias points at the older name
+        return named
 
     def _same_immutable(self, name: str, value: Any) -> bool:
         return isinstance(value, _IMMUTABLE) and self._ids.get(name) == id(value)

@@ -70,11 +70,29 @@ class NotebookSession:
         cell: int,
         *,
         name: str | None = None,
+        names: Iterable[str] | None = None,
         hidden: Mapping[str, Any] | None = None,
     ) -> SnapshotInfo:
+        """Commit a snapshot of ``namespace`` (or of ``names`` in it) after cell ``cell``."""
         label = self.LATEST if name is None else checked_name(name, "snapshot name")
         variables = user_variables(namespace, hidden)
-        capture = self._capturer.capture(variables, cell)
+        capturer = self._capturer
+        if names is not None:  # a partial snapshot must not disturb the series of latest
+            wanted = list(names)
+            missing = [n for n in wanted if n not in variables]
+            if missing:
+                raise SnapshotError(
+                    f"There are no variables {missing} to snapshot; the namespace has "
+                    f"{sorted(variables)}. Check the names given to --vars."
+                )
+            if label == self.LATEST:
+                raise SnapshotError(
+                    "A snapshot of some variables needs a name: `%ft save NAME --vars ...`."
+                )
+            variables = {n: variables[n] for n in wanted}
+            capturer = Capturer()
+            capturer.known_blobs = self._capturer.known_blobs
+        capture = capturer.capture(variables, cell)
         written = 0
         for digest, data in capture.blobs.items():
             if not self.storage.has_blob(digest):
@@ -92,7 +110,7 @@ class NotebookSession:
             "cells": {str(c): self._cells[c] for c in sorted(needed) if c in self._cells},
         }
         self.storage.commit(label, manifest)
-        self._capturer.committed(capture)
+        capturer.committed(capture)
         if name is not None:
             self._pinned.add(label)
         self.storage.retain({self.LATEST, *self._pinned})
@@ -107,6 +125,12 @@ class NotebookSession:
             size,
             tuple(n for n, e in capture.entries.items() if e.how != "pickle"),
         )
+
+    def changes_since_latest(
+        self, namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None = None
+    ) -> tuple[list[str], list[str]]:
+        """Variables changed or deleted since the last snapshot, and those added."""
+        return self._capturer.diff(user_variables(namespace, hidden))
 
     def restore(
         self,

@@ -1,0 +1,111 @@
+"""Snapshots bound to a live IPython shell: cell events, auto mode, transactions.
+
+The shell tells us each cell's code before it runs (kept for replay, with the random
+state) and whether it succeeded; with auto mode on, every successful cell ends with
+a snapshot. A transaction cell is bracketed by snapshots: the one before is what a
+failure rolls back to, variables mutated in place included.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from ft_notebook._paths import checked_name
+from ft_notebook.session._restore import RestoreReport
+from ft_notebook.session._session import NotebookSession, SnapshotInfo, SnapshotStorage
+
+
+@dataclass(frozen=True)
+class TransactionOutcome:
+    committed: SnapshotInfo | None
+    attempts: int
+    rolled_back: tuple[str, ...]
+    removed: tuple[str, ...]
+    error: BaseException | None
+
+
+def notebook_key(shell: Any) -> str:
+    """A name for this notebook's snapshots: from its path when the kernel knows it."""
+    path = shell.user_ns.get("__session__") or os.environ.get("JPY_SESSION_NAME")
+    if not path:
+        return "untitled"
+    stem = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(path).stem)[:60]
+    return checked_name(f"{stem or 'notebook'}-{xxhash.xxh3_64_hexdigest(str(path).encode())[:8]}")
+
+
+class ShellSnapshots:
+    """The snapshot machinery of one kernel."""
+
+    def __init__(self, shell: Any, storage: SnapshotStorage, key: str) -> None:
+        self.shell = shell
+        self.key = key
+        self.session = NotebookSession(storage)
+        self.auto = False
+        self.last: SnapshotInfo | None = None
+        self._in_transaction = False
+        shell.events.register("pre_run_cell", self.pre_run_cell)
+        shell.events.register("post_run_cell", self.post_run_cell)
+
+    def close(self) -> None:
+        self.shell.events.unregister("pre_run_cell", self.pre_run_cell)
+        self.shell.events.unregister("post_run_cell", self.post_run_cell)
+
+    def pre_run_cell(self, info: Any) -> None:
+        code = self.shell.transform_cell(info.raw_cell or "")
+        self.session.before_cell(self.shell.execution_count, code)
+
+    def post_run_cell(self, result: Any) -> None:
+        if self.auto and result.success and not self._in_transaction:
+            self.last = self.save()
+
+    def save(self, name: str | None = None, names: list[str] | None = None) -> SnapshotInfo:
+        info = self.session.snapshot(
+            self.shell.user_ns,
+            self.shell.execution_count,
+            name=name,
+            names=names,
+            hidden=self.shell.user_ns_hidden,
+        )
+        self.last = info
+        return info
+
+    def restore(self, name: str = "latest", names: list[str] | None = None) -> RestoreReport:
+        return self.session.restore(self.shell.user_ns, name, names)
+
+    def transaction(self, cell: str, *, name: str | None, retries: int) -> TransactionOutcome:
+        """Run ``cell``; on an exception put every variable back as it was, then retry."""
+        self._in_transaction = True
+        try:
+            before = self.save()
+            code = compile(self.shell.transform_cell(cell), "<%%ft checkpoint>", "exec")
+            error: BaseException | None = None
+            rolled: tuple[str, ...] = ()
+            removed: tuple[str, ...] = ()
+            for attempt in range(1, retries + 2):
+                try:
+                    exec(code, self.shell.user_ns)
+                except Exception as e:
+                    error = e
+                    rolled, removed = self._roll_back(before)
+                    continue
+                return TransactionOutcome(self.save(name), attempt, (), (), None)
+            return TransactionOutcome(None, retries + 1, rolled, removed, error)
+        finally:
+            self._in_transaction = False
+
+    def _roll_back(self, before: SnapshotInfo) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        ns = self.shell.user_ns
+        changed, added = self.session.changes_since_latest(ns, hidden=self.shell.user_ns_hidden)
+        for name in added:
+            ns.pop(name, None)
+        if changed:
+            self.session.restore(ns, before.name, changed)
+        return tuple(changed), tuple(added)
+
+    def status(self) -> dict[str, Any]:
+        return {"notebook": self.key, "auto": self.auto, "last": self.last}
