@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -31,6 +32,7 @@ class ExecResult:
     error_name: str | None = None
     error_value: str | None = None
     traceback: str = ""
+    wall_s: float = 0.0  # from sending the request to the kernel going idle
 
     def check(self) -> ExecResult:
         """Return self if the cell succeeded, else fail with the kernel's traceback."""
@@ -68,10 +70,15 @@ class KernelSession:
         assert self._km.provisioner is not None, "kernel not started"
         return int(self._km.provisioner.process.pid)  # type: ignore[attr-defined]
 
-    def execute(self, code: str, timeout: float = 60.0) -> ExecResult:
-        """Run ``code`` as a cell and collect its outputs until the kernel is idle."""
+    def execute(self, code: str, timeout: float = 60.0, *, silent: bool = False) -> ExecResult:
+        """Run ``code`` as a cell and collect its outputs until the kernel is idle.
+
+        ``silent`` runs it the way front ends run their own code: no history, and no
+        pre/post-run-cell events (so no snapshot hooks fire).
+        """
         assert self._kc is not None, "kernel not started"
-        msg_id = self._kc.execute(code, store_history=True)
+        start = time.perf_counter()
+        msg_id = self._kc.execute(code, store_history=not silent, silent=silent)
         out = ExecResult(status="ok")
         while True:
             try:
@@ -97,6 +104,7 @@ class KernelSession:
                 out.error_name, out.error_value = content["ename"], content["evalue"]
                 out.traceback = "\n".join(content["traceback"])
             elif kind == "status" and content["execution_state"] == "idle":
+                out.wall_s = time.perf_counter() - start
                 return out
 
     def kill(self) -> None:
