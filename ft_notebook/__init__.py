@@ -6,6 +6,9 @@ feature that needs them.
 
 from __future__ import annotations
 
+# `cluster` the function shadows the subpackage of that name on this module: inside
+# the package, import from ft_notebook.cluster (`from ft_notebook.cluster import x`).
+from ft_notebook.cluster import attach, cluster, clusters, down
 from ft_notebook.events import Event, Health, RunState, history, publish, subscribe
 from ft_notebook.exceptions import (
     CheckpointCorrupt,
@@ -47,6 +50,10 @@ __all__ = [
     "TrainingError",
     "UnsafeName",
     "__version__",
+    "attach",
+    "cluster",
+    "clusters",
+    "down",
     "history",
     "publish",
     "subscribe",

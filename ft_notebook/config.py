@@ -35,11 +35,24 @@ class EventsConfig:
     transport: str
 
 
+GPU_KEYWORDS = ("auto", "none", "all")
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     heartbeat_interval_s: float
     idle_timeout_s: float
     interface: str | None
+    hung_after_s: float = 2.0
+    #: CPU worker processes; None means "auto" (fits the cores).
+    workers: int | None = None
+    #: "auto", "none", "all", or GPU indices / UUIDs as strings.
+    gpus: str | tuple[str, ...] = "auto"
+    port: int = 0
+    #: None: no dashboard; 0: a free port.
+    dashboard_port: int | None = 0
+    start_timeout_s: float = 120.0
+    connect_timeout_s: float = 15.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,13 @@ def load_config() -> FTConfig:
             heartbeat_interval_s=_duration("cluster.heartbeat-interval"),
             idle_timeout_s=_duration("cluster.idle-timeout"),
             interface=_optional_str("cluster.interface"),
+            hung_after_s=_duration("cluster.hung-after"),
+            workers=_workers("cluster.workers"),
+            gpus=parse_gpus(_get("cluster.gpus"), key="ft-notebook.cluster.gpus"),
+            port=_port("cluster.port", allow_none=False) or 0,
+            dashboard_port=_port("cluster.dashboard-port", allow_none=True),
+            start_timeout_s=_duration("cluster.start-timeout"),
+            connect_timeout_s=_duration("cluster.connect-timeout"),
         ),
     )
 
@@ -121,6 +141,59 @@ def _optional_str(key: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
     raise ConfigError(f"ft-notebook.{key}", value, expected="a string or null")
+
+
+def parse_gpus(value: Any, *, key: str = "gpus") -> str | tuple[str, ...]:
+    """Normalise a ``gpus`` setting: a keyword, or GPU indices / UUIDs as strings.
+
+    Accepts ``"auto"``, ``"none"``, ``"all"``, an index (``1``), a comma-separated
+    string (``"0,2"``) or a list of indices and UUIDs; an empty list means "none".
+    """
+    if value is None:
+        return "auto"
+    if isinstance(value, str):
+        if value.strip().lower() in GPU_KEYWORDS:
+            return value.strip().lower()
+        value = [v for v in value.split(",") if v.strip()]
+    elif isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if isinstance(value, (list, tuple)):
+        tokens = []
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, (int, str)):
+                break
+            token = str(item).strip()
+            if not token or (isinstance(item, int) and item < 0):
+                break
+            tokens.append(token)
+        else:
+            return tuple(tokens) if tokens else "none"
+    raise ConfigError(
+        key,
+        value,
+        expected="'auto', 'none', 'all', a GPU index, or a list of indices or GPU UUIDs",
+    )
+
+
+def _workers(key: str) -> int | None:
+    value = _get(key)
+    if value == "auto":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise ConfigError(f"ft-notebook.{key}", value, expected="'auto' or a whole number >= 1")
+
+
+def _port(key: str, *, allow_none: bool) -> int | None:
+    value = _get(key)
+    if value is None and allow_none:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 65535:
+        return value
+    expected = "a port number from 0 (any free port) to 65535"
+    raise ConfigError(
+        f"ft-notebook.{key}", value, expected=expected + (" or null" if allow_none else "")
+    )
 
 
 def _data_dir(value: Any) -> Path:

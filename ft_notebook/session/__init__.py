@@ -9,5 +9,14 @@ from __future__ import annotations
 
 from ft_notebook.session._restore import RestoreReport
 from ft_notebook.session._session import NotebookSession, SnapshotInfo, SnapshotStorage
+from ft_notebook.session._shell import ShellSnapshots, TransactionOutcome, notebook_key
 
-__all__ = ["NotebookSession", "RestoreReport", "SnapshotInfo", "SnapshotStorage"]
+__all__ = [
+    "NotebookSession",
+    "RestoreReport",
+    "ShellSnapshots",
+    "SnapshotInfo",
+    "SnapshotStorage",
+    "TransactionOutcome",
+    "notebook_key",
+]

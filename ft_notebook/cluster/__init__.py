@@ -1,0 +1,49 @@
+"""Private, secured Dask clusters per user, and the control plane on any cluster.
+
+``cluster()`` returns a Client to the user's own cluster, starting it on first use:
+detached from the caller (it outlives the kernel), TLS with certificates made for
+it and kept in the user's 0700 data folder, on loopback unless configured otherwise,
+one worker per allowed GPU or a core-fitting number of CPU workers, torch preloaded,
+and an idle timeout. The registry (``clusters()``) is how a new process finds it.
+``attach()`` connects to any Dask cluster and installs the same plugins; ``down()``
+stops only clusters we started.
+
+Submodules: :mod:`~ft_notebook.cluster.plugins` (the SchedulerPlugin and WorkerPlugin
+other features build on) and :mod:`~ft_notebook.cluster.chaos` (kill, hang, resume a
+worker). Importing this package loads neither Dask nor torch.
+
+Raises (from the calls): :class:`~ft_notebook.exceptions.ClusterError` and its
+subclass :class:`~ft_notebook.exceptions.ClusterUnreachable`.
+"""
+
+from __future__ import annotations
+
+from ft_notebook.cluster._api import (
+    attach,
+    cluster,
+    clusters,
+    connect,
+    down,
+    hold,
+    install_plugins,
+    release,
+    rendezvous_address,
+)
+from ft_notebook.cluster._registry import ClusterInfo
+from ft_notebook.cluster._status import WorkerStatus, format_table, status
+
+__all__ = [
+    "ClusterInfo",
+    "WorkerStatus",
+    "attach",
+    "cluster",
+    "clusters",
+    "connect",
+    "down",
+    "format_table",
+    "hold",
+    "install_plugins",
+    "release",
+    "rendezvous_address",
+    "status",
+]
