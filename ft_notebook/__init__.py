@@ -6,6 +6,8 @@ feature that needs them.
 
 from __future__ import annotations
 
+import typing
+
 # `cluster` the function shadows the subpackage of that name on this module: inside
 # the package, import from ft_notebook.cluster (`from ft_notebook.cluster import x`).
 from ft_notebook.cluster import attach, cluster, clusters, down
@@ -28,11 +30,15 @@ from ft_notebook.exceptions import (
     UnsafeName,
 )
 
+if typing.TYPE_CHECKING:
+    from ft_notebook.store import CheckpointStore
+
 __version__ = "0.1.0"
 
 __all__ = [
     "CheckpointCorrupt",
     "CheckpointNotFound",
+    "CheckpointStore",
     "ClusterError",
     "ClusterUnreachable",
     "ConfigError",
@@ -58,6 +64,15 @@ __all__ = [
     "publish",
     "subscribe",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The store loads numpy and fsspec: on first use, not on `import ft_notebook`.
+    if name == "CheckpointStore":
+        from ft_notebook.store import CheckpointStore
+
+        return CheckpointStore
+    raise AttributeError(f"module 'ft_notebook' has no attribute {name!r}")
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

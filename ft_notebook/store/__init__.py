@@ -1,0 +1,418 @@
+"""Durable checkpoints: atomic, verified, replicated, asynchronous.
+
+:class:`CheckpointStore` is where training, notebook snapshots and serving keep the
+state that must outlive a crash. Over a local folder, ``file://``, ``memory://`` or any
+other fsspec URL, it guarantees:
+
+- **atomic commit**: a checkpoint's manifest is written after all of its data, and a
+  checkpoint without a valid manifest does not exist for any reader; a crash at any
+  instant leaves the previous checkpoint or the new one, never a part of one (local
+  files: write, fsync, rename, fsync the folder; object stores: one put);
+- **verified reads**: every file's size and xxh3-128 hash, and the manifest's own hash,
+  are checked before anything is decoded; :meth:`~CheckpointStore.load` falls back to
+  the newest checkpoint that verifies, on any replica, and publishes a
+  ``checkpoint-skipped`` event for each one it passed over;
+- **nothing executable**: tensors and arrays are safetensors, other values JSON;
+  pickle is used only when the caller asks for it (notebook snapshots), and never with
+  a location other users can write to;
+- **written once**: data is stored in content-addressed blobs shared by all runs, so an
+  unchanged tensor costs nothing in the next checkpoint; a blob is collected only when
+  no manifest names it;
+- **retention** keeps the newest ``keep`` checkpoints that verify, plus pinned ones; a
+  failed or damaged newer checkpoint never costs an older good one.
+
+Layout and the commit protocol: :mod:`._location`, :mod:`._local`, :mod:`._fsspec`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from ft_notebook.events import (
+    CheckpointCommitted,
+    CheckpointSkipped,
+    EventPayload,
+    publish,
+    run_topic,
+)
+from ft_notebook.exceptions import CheckpointCorrupt, CheckpointNotFound, StoreError
+from ft_notebook.store import _errors
+from ft_notebook.store._async import AsyncWriter, SaveHandle, SaveState
+from ft_notebook.store._backends import open_location
+from ft_notebook.store._codec import PACK_BELOW, Job, prepare, to_blobs
+from ft_notebook.store._location import Location, checked_step, run_name
+from ft_notebook.store._maintenance import Retention, collect, delete, newest
+from ft_notebook.store._manifest import FileEntry, Manifest
+from ft_notebook.store._reader import Damaged, describe, load_from, read_files, read_manifest
+from ft_notebook.store._staging import StagingPool
+from ft_notebook.store._tensors import Stage
+from ft_notebook.store._types import Checkpoint, CheckpointInfo
+
+__all__ = ["Checkpoint", "CheckpointInfo", "CheckpointStore", "SaveHandle", "SaveState"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class CheckpointStore:
+    """Checkpoints of runs at ``url``, committed to each of ``replicas`` too.
+
+    Args:
+        url: a folder, ``file://...``, ``memory://...`` or any fsspec URL.
+        keep: how many verified checkpoints of each run retention keeps (pinned ones
+            come on top); None keeps all.
+        replicas: more locations; every checkpoint is committed to each, and a read
+            falls back to any that verifies.
+        trust: allow pickled data (notebook snapshots) at non-local locations, whose
+            permissions cannot be checked.
+        storage_options: passed to fsspec for every location.
+        publish_events: publish ``checkpoint-committed`` and ``checkpoint-skipped``.
+
+    Raises:
+        StoreError: a location cannot be opened.
+        StoreUnsafe: a new local folder could not be made private.
+    """
+
+    def __init__(
+        self,
+        url: str | os.PathLike[str],
+        keep: int | None = 3,
+        replicas: Sequence[str | os.PathLike[str]] = (),
+        *,
+        trust: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
+        publish_events: bool = True,
+        pack_below: int = PACK_BELOW,
+    ) -> None:
+        if keep is not None and (type(keep) is not int or keep < 1):
+            raise StoreError(f"keep must be a positive int or None (keep all), got {keep!r}.")
+        if isinstance(replicas, (str, os.PathLike)):
+            replicas = [replicas]
+        self.keep = keep
+        self._retention = Retention(keep)
+        self._locations = [open_location(u, trust, storage_options or {}) for u in (url, *replicas)]
+        self._publish_events = publish_events
+        self._pack_below = pack_below
+        self._writer = AsyncWriter(f"ft-notebook-store-writer {self.url}")
+        self._staging = StagingPool()
+
+    @property
+    def url(self) -> str:
+        return self._locations[0].url
+
+    @property
+    def replicas(self) -> tuple[str, ...]:
+        return tuple(loc.url for loc in self._locations[1:])
+
+    def __repr__(self) -> str:
+        return f"CheckpointStore({self.url!r}, keep={self.keep}, replicas={list(self.replicas)})"
+
+    # -- saving ----------------------------------------------------------------------
+
+    def save(
+        self,
+        run: str,
+        step: int,
+        state: Mapping[str, Any],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        pin: bool = False,
+        allow_pickle: bool = False,
+    ) -> CheckpointInfo:
+        """Commit ``state`` as checkpoint ``step`` of ``run`` at every location.
+
+        ``state`` is a dict of tensors, NumPy arrays and plain values, nested in dicts,
+        lists and tuples; ``metadata`` holds plain values (epoch, data cursor).
+        ``pin=True`` exempts it from retention. ``allow_pickle=True`` stores other
+        objects with pickle (notebook snapshots; private local folders only).
+
+        Raises:
+            UnsafeName: ``run`` cannot be a folder name.
+            StoreError: a value cannot be stored (the message names it), the step is
+                already committed, or writing failed (path, errno, what to do).
+            StoreUnsafe: pickle at a location others can write to.
+        """
+        return self._commit(self._prepare(run, step, state, metadata, pin, allow_pickle))
+
+    def save_async(
+        self,
+        run: str,
+        step: int,
+        state: Mapping[str, Any],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        pin: bool = False,
+        allow_pickle: bool = False,
+    ) -> SaveHandle:
+        """Like :meth:`save`, but return once ``state`` is copied to host memory.
+
+        A background thread writes and commits it; the handle tells when, and how
+        long the caller was blocked (``stall_s``). Per run, one save is written at a
+        time and a queued one is superseded by a newer one. Errors in ``state`` raise
+        here; errors of the write are on the handle.
+        """
+        start = time.perf_counter()
+        stage = Stage(self._staging)
+        try:
+            job = self._prepare(run, step, state, metadata, pin, allow_pickle, stage=stage)
+            stage.copy_all()
+        except BaseException:
+            stage.release()
+            raise
+        handle = SaveHandle(job.run, job.step)
+        handle.stall_s = time.perf_counter() - start
+        self._writer.submit(handle, lambda: self._commit(job), stage.release)
+        return handle
+
+    def pending(self) -> builtins.list[SaveHandle]:
+        """Asynchronous saves being written or queued."""
+        return self._writer.pending()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until no asynchronous save is left; False if ``timeout`` ran out."""
+        return self._writer.wait_idle(timeout)
+
+    def close(self) -> None:
+        """Finish every asynchronous save and free the buffers kept for the next."""
+        self.flush()
+        self._staging.clear()
+
+    def __enter__(self) -> CheckpointStore:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- reading ---------------------------------------------------------------------
+
+    def load(self, run: str, step: int | None = None, *, allow_pickle: bool = False) -> Checkpoint:
+        """The checkpoint ``step`` of ``run``, or by default the newest that verifies.
+
+        Without ``step``, a checkpoint that does not verify is skipped for an older
+        one, with a ``checkpoint-skipped`` event on the run's topic for each skipped.
+        A location whose copy does not verify is skipped for a replica.
+
+        Raises:
+            CheckpointNotFound: the run, or this step of it, has no checkpoint.
+            CheckpointCorrupt: none (or not this step) verifies anywhere.
+            StoreError, StoreUnsafe: pickled data without ``allow_pickle``, or at a
+                location other users can write to.
+        """
+        run = run_name(run)
+        if step is not None:
+            step = checked_step(step)
+            found, reasons = self._try_step(run, step, allow_pickle)
+            if found is not None:
+                return found
+            if reasons:
+                raise _errors.step_corrupt(run, step, reasons)
+            raise self._not_found(run, step)
+        skipped: list[tuple[int, str]] = []
+        for s in self._steps(run):
+            found, reasons = self._try_step(run, s, allow_pickle)
+            if found is not None:
+                self._skipped(run, skipped, found.step)
+                return found
+            if reasons:  # else a folder without a manifest: never committed
+                skipped.append((s, "; ".join(reasons)))
+        self._skipped(run, skipped, None)
+        if skipped:
+            raise _errors.all_corrupt(run, skipped)
+        raise self._not_found(run, None)
+
+    def verify(self, run: str, step: int) -> CheckpointInfo:
+        """Read every file of ``run``/``step`` and check it against its manifest.
+
+        Returns the checkpoint's description from the first location that verifies.
+
+        Raises:
+            CheckpointNotFound: no such checkpoint.
+            CheckpointCorrupt: it verifies nowhere; the message says why at each place.
+        """
+        run, step = run_name(run), checked_step(step)
+        reasons = []
+        for loc in self._locations:
+            try:
+                manifest = read_manifest(loc, run, step)
+                read_files(loc, manifest, keep=False)
+            except FileNotFoundError:
+                continue
+            except Damaged as e:
+                reasons.append(f"at {loc.url}: {e}")
+                continue
+            self._retention.mark_good(loc.url, run, step, manifest.digest)
+            return describe(manifest, loc.url)
+        if reasons:
+            raise _errors.step_corrupt(run, step, reasons)
+        raise self._not_found(run, step)
+
+    def latest(self, run: str) -> CheckpointInfo | None:
+        """The newest checkpoint of ``run`` that verifies (its data is read and
+        checked), or None if there is none."""
+        run = run_name(run)
+        for step in self._steps(run):
+            try:
+                return self.verify(run, step)
+            except (CheckpointNotFound, CheckpointCorrupt):
+                continue
+        return None
+
+    def list(self, run: str) -> builtins.list[CheckpointInfo]:
+        """Committed checkpoints of ``run`` (a valid manifest at some location), oldest
+        first. Their data is not read: :meth:`verify` does that."""
+        run = run_name(run)
+        found: dict[int, CheckpointInfo] = {}
+        for loc, steps in self._each(f"list run {run!r}", lambda loc: loc.steps(run)):
+            for step in set(steps) - set(found):
+                try:
+                    found[step] = describe(read_manifest(loc, run, step), loc.url)
+                except (FileNotFoundError, Damaged):
+                    continue
+        return [found[s] for s in sorted(found)]
+
+    def runs(self) -> builtins.list[str]:
+        """Names of the runs that have a folder at any location."""
+        return sorted(
+            {r for _, runs in self._each("list runs", lambda loc: loc.runs()) for r in runs}
+        )
+
+    # -- deleting --------------------------------------------------------------------
+
+    def delete(self, run: str, step: int) -> None:
+        """Delete checkpoint ``step`` of ``run`` at every location, pinned or not, and
+        the blobs no other checkpoint needs.
+
+        Raises:
+            CheckpointNotFound: it does not exist anywhere.
+            StoreError: a location could not be changed.
+        """
+        run, step = run_name(run), checked_step(step)
+        found = False
+        for loc in self._locations:
+            try:
+                found = delete(loc, run, step) or found
+                self._retention.forget(loc.url, run, step)
+                collect(loc)
+            except OSError as e:
+                raise StoreError(
+                    f"Could not delete step {step} of run {run!r} at {loc.url}: {e}. It no "
+                    f"longer loads if its manifest went; check the location, then delete again."
+                ) from e
+        if not found:
+            raise self._not_found(run, step)
+
+    # -- internals -------------------------------------------------------------------
+
+    def _prepare(
+        self,
+        run: str,
+        step: int,
+        state: Mapping[str, Any],
+        metadata: Mapping[str, Any] | None,
+        pin: bool,
+        allow_pickle: bool,
+        *,
+        stage: Stage | None = None,
+    ) -> Job:
+        run = run_name(run)
+        if allow_pickle:
+            for loc in self._locations:
+                loc.check_private("save", run, None, ())
+        return prepare(run, checked_step(step), state, metadata, pin, allow_pickle, stage)
+
+    def _commit(self, job: Job) -> CheckpointInfo:
+        blobs, state_key = to_blobs(job.state, self._pack_below)
+        files = {b.key: FileEntry(b.size, b.key.split(".", 1)[0]) for b in blobs}
+        manifest = Manifest(job.run, job.step, time.time(), job.pin, job.metadata, state_key, files)
+        data = manifest.to_bytes()
+        done: list[str] = []
+        for loc in self._locations:
+            try:
+                with loc.writing():
+                    loc.write_blobs(blobs)
+                    with loc.run_lock(job.run):
+                        loc.commit_manifest(job.run, job.step, data)
+            except FileExistsError:
+                raise _errors.already_committed(job.run, job.step, loc.url) from None
+            except OSError as e:
+                previous = newest(loc, job.run)
+                raise _errors.write_failed(
+                    e, run=job.run, step=job.step, url=loc.url, previous=previous, committed_to=done
+                ) from e
+            done.append(loc.url)
+            self._retention.mark_good(loc.url, job.run, job.step, manifest.digest)
+            self._retention.after_commit(loc, job.run)
+        self._publish(CheckpointCommitted(job.step, manifest.nbytes, self.url), job.run, job.step)
+        return describe(manifest, self.url)
+
+    def _try_step(
+        self, run: str, step: int, allow_pickle: bool
+    ) -> tuple[Checkpoint | None, builtins.list[str]]:
+        """The first verifying copy of ``run``/``step``, and why the ones before it
+        failed; (None, []) if no location has it."""
+        reasons: list[str] = []
+        for loc in self._locations:
+            try:
+                found = load_from(loc, run, step, allow_pickle=allow_pickle)
+            except FileNotFoundError:
+                continue
+            except Damaged as e:
+                reasons.append(f"{loc.url}: {e}" if len(self._locations) > 1 else str(e))
+                continue
+            if reasons:
+                logger.warning(
+                    "run %r step %d read from %s: %s", run, step, loc.url, "; ".join(reasons)
+                )
+            return found, reasons
+        return None, reasons
+
+    def _skipped(self, run: str, skipped: Sequence[tuple[int, str]], used: int | None) -> None:
+        for step, why in skipped:
+            logger.warning("run %r: checkpoint %d skipped (%s); using %s", run, step, why, used)
+            self._publish(CheckpointSkipped(step, why, used, self.url), run, step)
+
+    def _publish(self, payload: EventPayload, run: str, step: int) -> None:
+        if not self._publish_events:
+            return
+        try:
+            publish(payload, run_topic(run), run=run, step=step)
+        except Exception as e:  # the checkpoint matters more than its announcement
+            logger.warning(
+                "could not publish %s for run %r step %d: %s", payload.kind, run, step, e
+            )
+
+    def _steps(self, run: str) -> builtins.list[int]:
+        listed = self._each(f"list run {run!r}", lambda loc: loc.steps(run))
+        return sorted({s for _, steps in listed for s in steps}, reverse=True)
+
+    def _each(self, what: str, fn: Callable[[Location], T]) -> builtins.list[tuple[Location, T]]:
+        """``fn`` of every location that answers; StoreError if none does."""
+        out, failed = [], []
+        for loc in self._locations:
+            try:
+                out.append((loc, fn(loc)))
+            except OSError as e:
+                failed.append(f"{loc.url}: {e}")
+        if failed and not out:
+            raise StoreError(
+                f"Cannot {what}: {'; '.join(failed)}. Check that the location is reachable "
+                f"and readable for you, then try again."
+            )
+        if failed:
+            logger.warning("cannot %s at %s; using the other locations", what, "; ".join(failed))
+        return out
+
+    def _not_found(self, run: str, step: int | None) -> CheckpointNotFound:
+        urls = [loc.url for loc in self._locations]
+        committed = [i.step for i in self.list(run)]
+        if step is None or not committed:
+            return _errors.no_run(run, urls, self.runs())
+        return _errors.no_step(run, step, urls, committed)

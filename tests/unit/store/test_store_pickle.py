@@ -1,0 +1,99 @@
+"""The pickle codec: opt-in, for notebook snapshots, and only where no one else can write."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pytest
+import torch
+from fsspec.implementations.memory import MemoryFileSystem
+
+from ft_notebook.exceptions import StoreError, StoreUnsafe
+from ft_notebook.store import CheckpointStore
+
+
+@dataclass
+class Point:  # a class "defined in the notebook"
+    x: int
+    y: list[int]
+
+
+def test_notebook_objects_round_trip_with_pickle_allowed(url: str) -> None:
+    store = CheckpointStore(url, publish_events=False)
+    state = {"p": Point(1, [2, 3]), "t": torch.ones(2), "objs": np.array([{"a": 1}], dtype=object)}
+    store.save("nb", 1, state, allow_pickle=True)
+    out = store.load("nb", allow_pickle=True).state
+    assert out["p"] == Point(1, [2, 3])
+    assert torch.equal(out["t"], torch.ones(2))
+    assert out["objs"][0] == {"a": 1}
+    with pytest.raises(
+        StoreError, match=r"holds pickled objects .* allow_pickle=True only if you trust"
+    ):
+        store.load("nb")
+
+
+def test_what_pickle_cannot_store_is_named(url: str) -> None:
+    with pytest.raises(StoreError, match=r"state\['f'\]: pickling its function failed"):
+        CheckpointStore(url).save("nb", 1, {"f": lambda: 1}, allow_pickle=True)
+
+
+def test_pickle_is_refused_in_a_folder_others_can_write_to(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    store = CheckpointStore(shared, publish_events=False)
+    store.save("r", 1, {"t": torch.ones(2)})  # tensors and JSON are safe anywhere
+    with pytest.raises(
+        StoreUnsafe, match=r"Refusing to save pickled objects at .*shared: its mode drwxrwxrwx"
+    ):
+        store.save("nb", 1, {"p": Point(1, [])}, allow_pickle=True)
+    assert store.list("nb") == []
+
+
+@pytest.mark.parametrize("loosen", ["root", "step", "blob"])
+def test_pickle_is_not_loaded_from_a_place_that_became_writable(
+    tmp_path: Path, loosen: str
+) -> None:
+    root = tmp_path / "private"
+    store = CheckpointStore(root, publish_events=False)
+    store.save("nb", 1, {"p": Point(1, [])}, allow_pickle=True)
+    target = {
+        "root": root,
+        "step": root / "nb" / "000000000001",
+        "blob": next((root / "blobs").glob("*.pkl")),
+    }[loosen]
+    os.chmod(target, 0o666 if target.is_file() else 0o777)
+    with pytest.raises(StoreUnsafe, match=f"Refusing to load pickled objects at {target}"):
+        store.load("nb", allow_pickle=True)
+
+
+class RemoteFS(MemoryFileSystem):
+    """Stands for an object store: not local, not this process's memory."""
+
+    protocol = "ftremote"
+
+
+@pytest.fixture
+def remote() -> Iterator[str]:
+    fsspec.register_implementation("ftremote", RemoteFS, clobber=True)
+    url = f"ftremote://bucket-{uuid.uuid4().hex}"
+    yield url
+    RemoteFS().rm(url, recursive=True)
+
+
+def test_pickle_at_a_remote_location_needs_trust(remote: str) -> None:
+    with pytest.raises(StoreUnsafe, match="trust=True"):
+        CheckpointStore(remote).save("nb", 1, {"p": Point(1, [])}, allow_pickle=True)
+    CheckpointStore(remote).save("plain", 1, {"t": torch.ones(1)})  # no pickle: fine
+
+    trusted = CheckpointStore(remote, trust=True, publish_events=False)
+    trusted.save("nb", 1, {"p": Point(1, [])}, allow_pickle=True)
+    assert trusted.load("nb", allow_pickle=True).state["p"] == Point(1, [])
+    with pytest.raises(StoreUnsafe, match="trust=True"):
+        CheckpointStore(remote).load("nb", allow_pickle=True)
