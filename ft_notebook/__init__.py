@@ -61,9 +61,24 @@ __all__ = [
     "clusters",
     "down",
     "history",
+    "load_ipython_extension",
     "publish",
     "subscribe",
+    "unload_ipython_extension",
 ]
+
+
+def load_ipython_extension(shell: object) -> None:
+    """``%load_ext ft_notebook``: register the ``%ft`` magics in this kernel."""
+    from ft_notebook.magics import load_ipython_extension as load
+
+    load(shell)
+
+
+def unload_ipython_extension(shell: object) -> None:
+    from ft_notebook.magics import unload_ipython_extension as unload
+
+    unload(shell)
 
 
 def __getattr__(name: str) -> object:

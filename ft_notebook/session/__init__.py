@@ -8,15 +8,20 @@ cells that made what pickle cannot carry; the magics are its front door.
 from __future__ import annotations
 
 from ft_notebook.session._restore import RestoreReport
-from ft_notebook.session._session import NotebookSession, SnapshotInfo, SnapshotStorage
-from ft_notebook.session._shell import ShellSnapshots, TransactionOutcome, notebook_key
+from ft_notebook.session._session import NotebookSession, SnapshotInfo
+from ft_notebook.session._shell import (
+    ShellSnapshots,
+    TransactionOutcome,
+    notebook_key,
+    snapshot_store,
+)
 
 __all__ = [
     "NotebookSession",
     "RestoreReport",
     "ShellSnapshots",
     "SnapshotInfo",
-    "SnapshotStorage",
     "TransactionOutcome",
     "notebook_key",
+    "snapshot_store",
 ]

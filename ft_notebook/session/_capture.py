@@ -33,10 +33,30 @@ class VarEntry:
     fingerprint: str
     cell: int  # execution count of the cell that last changed it
     pickle_digest: str | None = None
+    pickle_size: int = 0
     nbytes: int = 0
     buffers: dict[str, BufferRecord] = field(default_factory=dict)
     refs: list[str] = field(default_factory=list)
     reason: str = ""
+
+
+def pickle_key(digest: str) -> str:
+    return f"{digest}.pkl"
+
+
+def buffer_key(digest: str) -> str:
+    return f"{digest}.bin"
+
+
+def blob_sizes(entries: dict[str, VarEntry]) -> dict[str, int]:
+    """Every blob the entries need, by store key, with its size."""
+    sizes = {}
+    for entry in entries.values():
+        if entry.pickle_digest is not None:
+            sizes[pickle_key(entry.pickle_digest)] = entry.pickle_size
+        for record in entry.buffers.values():
+            sizes[buffer_key(record.digest)] = record.nbytes
+    return sizes
 
 
 @dataclass
@@ -46,7 +66,8 @@ class Capture:
     entries: dict[str, VarEntry]  # every variable, changed or not
     changed: list[str]
     removed: list[str]
-    blobs: dict[str, memoryview | bytes]  # digest -> data, only content not stored yet
+    blobs: dict[str, memoryview | bytes]  # store key -> data, only what is not stored yet
+    reuse: dict[str, int]  # store key -> size, stored by an earlier snapshot
 
 
 class Capturer:
@@ -55,7 +76,7 @@ class Capturer:
     def __init__(self) -> None:
         self.entries: dict[str, VarEntry] = {}
         self._ids: dict[str, int] = {}
-        self.known_blobs: set[str] = set()
+        self.known_blobs: set[str] = set()  # store keys committed by earlier snapshots
 
     def capture(self, variables: dict[str, Any], cell: int) -> Capture:
         named = self._named(variables)
@@ -82,13 +103,18 @@ class Capturer:
             entries[name] = entry
             changed.append(name)
             if data is not None and entry.pickle_digest is not None:
-                pickles[entry.pickle_digest] = data
+                pickles[pickle_key(entry.pickle_digest)] = data
         removed = sorted(set(self.entries) - set(variables))
-        needed: dict[str, bytes | memoryview] = {**pickles, **buffer_data}
-        blobs = {d: v for d, v in needed.items() if d not in self.known_blobs}
+        fresh: dict[str, bytes | memoryview] = {
+            **pickles,
+            **{buffer_key(d): v for d, v in buffer_data.items()},
+        }
+        needed = blob_sizes(entries)
+        blobs = {k: v for k, v in fresh.items() if k in needed and k not in self.known_blobs}
+        reuse = {k: size for k, size in needed.items() if k not in blobs}
         self.entries = entries
         self._ids = {name: id(value) for name, value in variables.items()}
-        return Capture(entries, sorted(changed), removed, blobs)
+        return Capture(entries, sorted(changed), removed, blobs, reuse)
 
     def diff(self, variables: dict[str, Any]) -> tuple[list[str], list[str]]:
         """Names changed (or deleted) since the last capture, and names added; no state kept."""
@@ -104,6 +130,11 @@ class Capturer:
                     changed.append(name)
         changed += [n for n in self.entries if n not in variables]
         return sorted(changed), sorted(added)
+
+    def reset(self) -> None:
+        """Forget everything: the next capture stores every variable in full."""
+        self.entries, self._ids = {}, {}
+        self.known_blobs = set()
 
     def committed(self, capture: Capture) -> None:
         """The blobs of ``capture`` are durable: later snapshots may refer to them."""
@@ -140,6 +171,7 @@ class Capturer:
             pickled.fingerprint,
             cell,
             pickle_digest=digest_of(pickled.data),
+            pickle_size=len(pickled.data),
             nbytes=nbytes,
             buffers=pickled.buffers,
             refs=sorted(pickled.refs),

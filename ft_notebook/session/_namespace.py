@@ -9,11 +9,14 @@ replayed after a crash draws the same numbers it drew the first time.
 from __future__ import annotations
 
 import base64
+import pickle
 import random
 import sys
 import types
 from collections.abc import Mapping
 from typing import Any
+
+import xxhash
 
 _IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})
 
@@ -76,6 +79,16 @@ def restore_rng(state: Mapping[str, Any]) -> None:
         torch.set_rng_state(torch.frombuffer(raw, dtype=torch.uint8).clone())
 
 
+def _state_of(values: Mapping[str, Any]) -> str:
+    parts = []
+    for name, value in sorted(values.items()):
+        try:
+            parts.append(f"{name}={xxhash.xxh3_64_hexdigest(pickle.dumps(value))}")
+        except Exception:  # an unpicklable local: its type is all we can compare
+            parts.append(f"{name}:{type(value).__qualname__}")
+    return " ".join(parts)
+
+
 def describe(value: Any) -> str:
     """A fingerprint of an object pickle cannot carry, from what is observable of it.
 
@@ -85,8 +98,11 @@ def describe(value: Any) -> str:
     kind = f"{type(value).__module__}.{type(value).__qualname__}"
     if isinstance(value, types.GeneratorType):
         frame = value.gi_frame
-        where = "finished" if frame is None else f"at {frame.f_lasti}"
-        return f"{kind} {value.gi_code.co_qualname} {where}"
+        if frame is None:
+            return f"{kind} {value.gi_code.co_qualname} finished"
+        # A loop suspends at the same instruction every time: its locals (the loop's
+        # iterator among them) tell how far it got.
+        return f"{kind} {value.gi_code.co_qualname} at {frame.f_lasti} {_state_of(frame.f_locals)}"
     locked = getattr(value, "locked", None)
     if callable(locked):
         return f"{kind} locked={locked()}"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ft_notebook.exceptions import SnapshotError
-from ft_notebook.session._capture import VarEntry
+from ft_notebook.session._capture import VarEntry, buffer_key, pickle_key
 from ft_notebook.session._namespace import capture_rng, describe, restore_rng
 from ft_notebook.session._objects import BufferRecord, SnapshotUnpickler, rebuild_buffer
 
@@ -79,7 +79,7 @@ class Rebuilder:
         assert entry.pickle_digest is not None
         records = entry.buffers
         unpickler = SnapshotUnpickler(
-            self._get_blob(entry.pickle_digest),
+            self._get_blob(pickle_key(entry.pickle_digest)),
             resolve_var=self._var,
             load_buffer=lambda key: self._buffer(records[key]),
         )
@@ -89,7 +89,7 @@ class Rebuilder:
         found = self._buffers.get(record.key)
         if found is None:
             found = self._buffers[record.key] = rebuild_buffer(
-                record, self._get_blob(record.digest)
+                record, self._get_blob(buffer_key(record.digest))
             )
         return found
 

@@ -1,10 +1,10 @@
 """One notebook's snapshots: take them after cells, list them, restore them.
 
-A snapshot is a manifest (variables, how each is kept, the cells needed for replay,
-library versions) committed last, after every blob it names, through the
-:class:`SnapshotStorage`; an interrupted snapshot therefore leaves the previous one
-whole. Blobs are content-addressed, so data that did not change is never written
-twice, and only the newest state is kept unless a snapshot is named.
+A snapshot is a checkpoint of the notebook's run in the :class:`CheckpointStore`:
+its blobs (pickles and buffers, content-addressed) are written first and its
+manifest last, so an interrupted snapshot leaves the previous one whole. Blobs of
+unchanged variables are reused, not written again. Retention keeps the newest
+snapshot and the named (pinned) ones.
 """
 
 from __future__ import annotations
@@ -13,28 +13,20 @@ import importlib
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ft_notebook._paths import checked_name
-from ft_notebook.exceptions import SnapshotError
+from ft_notebook.events import SnapshotCommitted, publish, session_topic
+from ft_notebook.exceptions import CheckpointNotFound, SnapshotError, StoreError
 from ft_notebook.session._capture import Capturer, VarEntry, versions
 from ft_notebook.session._namespace import capture_rng, imported_modules, user_variables
 from ft_notebook.session._objects import BufferRecord
 from ft_notebook.session._restore import RestoreReport, rebuild
 
+if TYPE_CHECKING:
+    from ft_notebook.store import CheckpointStore
+
 FORMAT = 1
-
-
-class SnapshotStorage(Protocol):
-    """Where snapshots live: content-addressed blobs and atomically committed manifests."""
-
-    def has_blob(self, digest: str) -> bool: ...
-    def put_blob(self, digest: str, data: bytes | memoryview) -> int: ...
-    def get_blob(self, digest: str) -> bytes: ...
-    def commit(self, name: str, manifest: Mapping[str, Any]) -> None: ...
-    def manifest(self, name: str) -> dict[str, Any]: ...
-    def names(self) -> list[str]: ...
-    def retain(self, keep: Iterable[str]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -50,15 +42,17 @@ class SnapshotInfo:
 
 
 class NotebookSession:
-    """The snapshots of one notebook's kernel namespace."""
+    """The snapshots of one notebook's kernel namespace, kept as run ``notebook``."""
 
     LATEST = "latest"
 
-    def __init__(self, storage: SnapshotStorage) -> None:
-        self.storage = storage
+    def __init__(self, store: CheckpointStore, notebook: str) -> None:
+        self.store = store
+        self.notebook = checked_name(notebook, "notebook name")
         self._capturer = Capturer()
         self._cells: dict[int, dict[str, Any]] = {}
-        self._pinned: set[str] = set()
+        committed = store.list(self.notebook)
+        self._step = committed[-1].step if committed else 0
 
     def before_cell(self, count: int, code: str) -> None:
         """Record a cell's code and the random state it starts from, for replay."""
@@ -75,6 +69,8 @@ class NotebookSession:
     ) -> SnapshotInfo:
         """Commit a snapshot of ``namespace`` (or of ``names`` in it) after cell ``cell``."""
         label = self.LATEST if name is None else checked_name(name, "snapshot name")
+        if label == self.LATEST and name is not None:
+            raise SnapshotError("'latest' always means the newest snapshot; choose another name.")
         variables = user_variables(namespace, hidden)
         capturer = self._capturer
         if names is not None:  # a partial snapshot must not disturb the series of latest
@@ -85,7 +81,7 @@ class NotebookSession:
                     f"There are no variables {missing} to snapshot; the namespace has "
                     f"{sorted(variables)}. Check the names given to --vars."
                 )
-            if label == self.LATEST:
+            if name is None:
                 raise SnapshotError(
                     "A snapshot of some variables needs a name: `%ft save NAME --vars ...`."
                 )
@@ -93,13 +89,10 @@ class NotebookSession:
             capturer = Capturer()
             capturer.known_blobs = self._capturer.known_blobs
         capture = capturer.capture(variables, cell)
-        written = 0
-        for digest, data in capture.blobs.items():
-            if not self.storage.has_blob(digest):
-                written += self.storage.put_blob(digest, data)
         needed = {e.cell for e in capture.entries.values() if e.how != "pickle"}
+        size = sum(e.nbytes for e in capture.entries.values())
         now = time.time()
-        manifest = {
+        state = {
             "format": FORMAT,
             "name": label,
             "cell": cell,
@@ -109,12 +102,29 @@ class NotebookSession:
             "modules": imported_modules(namespace),
             "cells": {str(c): self._cells[c] for c in sorted(needed) if c in self._cells},
         }
-        self.storage.commit(label, manifest)
+        metadata = {"name": label, "cell": cell, "size": size, "variables": sorted(variables)}
+        try:
+            self.store.save_raw(
+                self.notebook,
+                self._step + 1,
+                state,
+                capture.blobs,
+                capture.reuse,
+                pin=name is not None,
+                metadata=metadata,
+            )
+        except BaseException:
+            capturer.reset()  # what it believed stored may not be: next time, all of it
+            raise
+        self._step += 1
         capturer.committed(capture)
+        written = sum(memoryview(b).nbytes for b in capture.blobs.values())
+        replayed = tuple(n for n, e in capture.entries.items() if e.how != "pickle")
+        # kept by replay, but the cell that made them was never seen: they cannot come back
+        lost = tuple(n for n in replayed if capture.entries[n].cell not in self._cells)
+        publish(SnapshotCommitted(label, written, len(capture.entries), lost), session_topic())
         if name is not None:
-            self._pinned.add(label)
-        self.storage.retain({self.LATEST, *self._pinned})
-        size = sum(e.nbytes for e in capture.entries.values())
+            self._drop_older_named(label)
         return SnapshotInfo(
             label,
             cell,
@@ -123,7 +133,7 @@ class NotebookSession:
             tuple(capture.changed),
             written,
             size,
-            tuple(n for n, e in capture.entries.items() if e.how != "pickle"),
+            replayed,
         )
 
     def changes_since_latest(
@@ -140,9 +150,13 @@ class NotebookSession:
     ) -> RestoreReport:
         """Put the snapshot's variables (or ``names`` of them) back into ``namespace``."""
         label = checked_name(name, "snapshot name")
-        manifest = self._manifest(label)
+        try:
+            raw = self.store.open_raw(self.notebook, self._step_of(label), allow_pickle=True)
+        except CheckpointNotFound:
+            raise self._missing(label) from None
+        manifest = raw.state
         _check_versions(manifest)
-        entries = {n: _entry_from_json(n, raw) for n, raw in manifest["variables"].items()}
+        entries = {n: _entry_from_json(n, v) for n, v in manifest["variables"].items()}
         wanted = list(entries) if names is None else list(names)
         unknown = [n for n in wanted if n not in entries]
         if unknown:
@@ -153,7 +167,10 @@ class NotebookSession:
         cells = {int(c): v for c, v in manifest.get("cells", {}).items()}
         modules, missing = _import_modules(manifest.get("modules", {}))
         base = {**namespace, **modules}
-        values, report = rebuild(entries, cells, self.storage.get_blob, base, wanted)
+        try:
+            values, report = rebuild(entries, cells, lambda k: bytes(raw.read(k)), base, wanted)
+        except StoreError as e:
+            raise SnapshotError(f"Snapshot {label!r} could not be read: {e}") from e
         report.lost.update(missing)
         if names is None:
             values = {**modules, **values}
@@ -161,29 +178,41 @@ class NotebookSession:
         return report
 
     def list(self) -> list[dict[str, Any]]:
+        """The snapshots of this notebook, oldest first."""
         rows = []
-        for label in self.storage.names():
-            m = self._manifest(label)
-            variables = m["variables"]
+        for info in self.store.list(self.notebook):
+            meta = info.metadata
             rows.append(
                 {
-                    "name": label,
-                    "time": m["time"],
-                    "cell": m["cell"],
-                    "size": sum(v["nbytes"] for v in variables.values()),
-                    "variables": sorted(variables),
+                    "name": meta.get("name", "?"),
+                    "time": info.time,
+                    "cell": meta.get("cell", 0),
+                    "size": meta.get("size", 0),
+                    "stored": info.nbytes,
+                    "variables": meta.get("variables", []),
                 }
             )
-        return sorted(rows, key=lambda r: r["time"])
+        return rows
 
-    def _manifest(self, label: str) -> dict[str, Any]:
-        if label not in self.storage.names():
-            known = ", ".join(self.storage.names()) or "none yet"
-            raise SnapshotError(
-                f"There is no snapshot {label!r} (snapshots: {known}). Take one with "
-                f"`%ft save` or turn on `%ft auto on`."
-            )
-        return self.storage.manifest(label)
+    def _step_of(self, label: str) -> int | None:
+        if label == self.LATEST:
+            return None  # the newest that verifies
+        named = [i.step for i in self.store.list(self.notebook) if i.metadata.get("name") == label]
+        if not named:
+            raise self._missing(label)
+        return named[-1]
+
+    def _drop_older_named(self, label: str) -> None:
+        for info in self.store.list(self.notebook)[:-1]:
+            if info.metadata.get("name") == label:
+                self.store.delete(self.notebook, info.step)
+
+    def _missing(self, label: str) -> SnapshotError:
+        known = sorted({str(r["name"]) for r in self.list()}) or ["none yet"]
+        return SnapshotError(
+            f"There is no snapshot {label!r} of notebook {self.notebook!r} (snapshots: "
+            f"{', '.join(known)}). Take one with `%ft save` or turn on `%ft auto on`."
+        )
 
 
 def _import_modules(modules: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -11,13 +11,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import xxhash
 
 from ft_notebook._paths import checked_name
 from ft_notebook.session._restore import RestoreReport
-from ft_notebook.session._session import NotebookSession, SnapshotInfo, SnapshotStorage
+from ft_notebook.session._session import NotebookSession, SnapshotInfo
+
+if TYPE_CHECKING:
+    from ft_notebook.store import CheckpointStore
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,14 @@ class TransactionOutcome:
     rolled_back: tuple[str, ...]
     removed: tuple[str, ...]
     error: BaseException | None
+
+
+def snapshot_store() -> CheckpointStore:
+    """The user's private store of notebook snapshots: the newest and the named ones."""
+    from ft_notebook._paths import data_dir
+    from ft_notebook.store import CheckpointStore
+
+    return CheckpointStore(data_dir() / "snapshots", keep=1, publish_events=False)
 
 
 def notebook_key(shell: Any) -> str:
@@ -41,10 +52,10 @@ def notebook_key(shell: Any) -> str:
 class ShellSnapshots:
     """The snapshot machinery of one kernel."""
 
-    def __init__(self, shell: Any, storage: SnapshotStorage, key: str) -> None:
+    def __init__(self, shell: Any, store: CheckpointStore, key: str) -> None:
         self.shell = shell
         self.key = key
-        self.session = NotebookSession(storage)
+        self.session = NotebookSession(store, key)
         self.auto = False
         self.last: SnapshotInfo | None = None
         self._in_transaction = False

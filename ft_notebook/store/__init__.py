@@ -45,14 +45,23 @@ from ft_notebook.exceptions import CheckpointCorrupt, CheckpointNotFound, StoreE
 from ft_notebook.store import _errors
 from ft_notebook.store._async import AsyncWriter, SaveHandle, SaveState
 from ft_notebook.store._backends import open_location
-from ft_notebook.store._codec import PACK_BELOW, Job, prepare, to_blobs
+from ft_notebook.store._codec import PACK_BELOW, Blob, Buffer, Encoded, Job, prepare, to_blobs
 from ft_notebook.store._location import Location, checked_step, run_name
 from ft_notebook.store._maintenance import Retention, collect, delete, newest
 from ft_notebook.store._manifest import FileEntry, Manifest
+from ft_notebook.store._raw import (
+    RawCheckpoint,
+    raw_blobs,
+    read_state,
+    read_verified,
+    reused_entries,
+    state_blob,
+)
 from ft_notebook.store._reader import Damaged, describe, load_from, read_files, read_manifest
 from ft_notebook.store._staging import StagingPool
 from ft_notebook.store._tensors import Stage
 from ft_notebook.store._types import Checkpoint, CheckpointInfo
+from ft_notebook.store._values import encode
 
 __all__ = ["Checkpoint", "CheckpointInfo", "CheckpointStore", "SaveHandle", "SaveState"]
 
@@ -169,6 +178,74 @@ class CheckpointStore:
         handle.stall_s = time.perf_counter() - start
         self._writer.submit(handle, lambda: self._commit(job), stage.release)
         return handle
+
+    def save_raw(
+        self,
+        run: str,
+        step: int,
+        state: Mapping[str, Any],
+        blobs: Mapping[str, Buffer],
+        reuse: Mapping[str, int] | None = None,
+        *,
+        pin: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CheckpointInfo:
+        """Commit a checkpoint of blobs the caller named by their xxh3-128 (see
+        :mod:`._raw`): ``blobs`` are new, ``reuse`` (key -> size) were written before.
+        ``state`` (plain values) describes them; ``metadata`` is what :meth:`list`
+        shows without reading the state. Notebook snapshots use this.
+
+        Raises:
+            StoreError: a key is malformed, a reused blob is missing, writing failed.
+            StoreUnsafe: pickles (``.pkl``) at a location others can write to.
+        """
+        run = run_name(run)
+        if any(k.endswith(".pkl") for k in [*blobs, *(reuse or {})]):
+            for loc in self._locations:
+                loc.check_private("save", run, None, ())
+        meta = encode(dict(metadata or {}), "metadata")
+        job = Job(run, checked_step(step), Encoded(tree=None), meta, pin)
+        described = state_blob(state)
+        return self._commit(job, ([*raw_blobs(blobs), described], described.key, reuse or {}))
+
+    def open_raw(
+        self, run: str, step: int | None = None, *, allow_pickle: bool = False
+    ) -> RawCheckpoint:
+        """A raw checkpoint (``step``, or the newest whose manifest and state verify),
+        whose blobs are read and verified on demand.
+
+        Raises:
+            CheckpointNotFound, CheckpointCorrupt: as :meth:`load`.
+            StoreUnsafe: it holds pickles and a location others can write to.
+        """
+        run = run_name(run)
+        steps = [checked_step(step)] if step is not None else self._steps(run)
+        reasons: builtins.list[str] = []
+        for s in steps:
+            for loc in self._locations:
+                try:
+                    manifest, state = read_state(loc, run, s)
+                except FileNotFoundError:
+                    continue
+                except Damaged as e:
+                    reasons.append(f"step {s} at {loc.url}: {e}")
+                    continue
+                if manifest.has_pickles:
+                    if not allow_pickle:
+                        raise StoreError(
+                            f"Step {s} of run {run!r} holds pickles; pass allow_pickle=True "
+                            f"only for a location you trust."
+                        )
+                    loc.check_private(
+                        "load", run, s, [k for k in manifest.files if k.endswith(".pkl")]
+                    )
+                sizes = {k: e.size for k, e in manifest.files.items()}
+                return RawCheckpoint(
+                    describe(manifest, loc.url), state, sizes, _raw_reader(loc, manifest)
+                )
+        if reasons:
+            raise CheckpointCorrupt(f"No checkpoint of run {run!r} verifies: {'; '.join(reasons)}.")
+        raise self._not_found(run, step)
 
     def pending(self) -> builtins.list[SaveHandle]:
         """Asynchronous saves being written or queued."""
@@ -328,18 +405,29 @@ class CheckpointStore:
                 loc.check_private("save", run, None, ())
         return prepare(run, checked_step(step), state, metadata, pin, allow_pickle, stage)
 
-    def _commit(self, job: Job) -> CheckpointInfo:
-        blobs, state_key = to_blobs(job.state, self._pack_below)
+    def _commit(
+        self, job: Job, raw: tuple[builtins.list[Blob], str, Mapping[str, int]] | None = None
+    ) -> CheckpointInfo:
+        blobs, state_key = to_blobs(job.state, self._pack_below) if raw is None else raw[:2]
         files = {b.key: FileEntry(b.size, b.key.split(".", 1)[0]) for b in blobs}
-        manifest = Manifest(job.run, job.step, time.time(), job.pin, job.metadata, state_key, files)
-        data = manifest.to_bytes()
         done: list[str] = []
+        manifest = None
         for loc in self._locations:
             try:
                 with loc.writing():
+                    reused = reused_entries(loc, raw[2]) if raw is not None else {}
+                    manifest = Manifest(
+                        job.run,
+                        job.step,
+                        time.time(),
+                        job.pin,
+                        job.metadata,
+                        state_key,
+                        {**reused, **files},
+                    )
                     loc.write_blobs(blobs)
                     with loc.run_lock(job.run):
-                        loc.commit_manifest(job.run, job.step, data)
+                        loc.commit_manifest(job.run, job.step, manifest.to_bytes())
             except FileExistsError:
                 raise _errors.already_committed(job.run, job.step, loc.url) from None
             except OSError as e:
@@ -350,6 +438,7 @@ class CheckpointStore:
             done.append(loc.url)
             self._retention.mark_good(loc.url, job.run, job.step, manifest.digest)
             self._retention.after_commit(loc, job.run)
+        assert manifest is not None  # there is always a location
         self._publish(CheckpointCommitted(job.step, manifest.nbytes, self.url), job.run, job.step)
         return describe(manifest, self.url)
 
@@ -416,3 +505,16 @@ class CheckpointStore:
         if step is None or not committed:
             return _errors.no_run(run, urls, self.runs())
         return _errors.no_step(run, step, urls, committed)
+
+
+def _raw_reader(loc: Location, manifest: Manifest) -> Callable[[str], memoryview]:
+    def read(key: str) -> memoryview:
+        try:
+            return read_verified(loc, manifest, key)
+        except Damaged as e:
+            raise CheckpointCorrupt(
+                f"Step {manifest.step} of run {manifest.run!r} at {loc.url}: {e}. Restore "
+                f"an older snapshot."
+            ) from e
+
+    return read

@@ -36,7 +36,8 @@ from ft_notebook.store._values import TAG, Malformed, decode, encode
 
 PACK_BELOW = 1 << 20
 STATE_FORMAT = "ft-notebook-state/1"
-BLOB_KEY = re.compile(r"[0-9a-f]{32}\.(?:safetensors|json|pkl)")
+# .bin: opaque bytes a caller hashed itself (notebook snapshots' buffers); never decoded
+BLOB_KEY = re.compile(r"[0-9a-f]{32}\.(?:safetensors|json|pkl|bin)")
 
 Buffer: TypeAlias = "bytes | memoryview"
 

@@ -31,7 +31,7 @@ FORMAT = "ft-notebook-checkpoint/1"
 NAME = "manifest.json"
 _HASH = "manifest_xxh3_128"
 _HEX = re.compile(r"[0-9a-f]{32}")
-_KEYS = re.compile(rb"[0-9a-f]{32}\.(?:safetensors|json|pkl)")
+_KEYS = re.compile(rb"[0-9a-f]{32}\.(?:safetensors|json|pkl|bin)")
 
 
 class InvalidManifest(ValueError):

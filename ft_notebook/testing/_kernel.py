@@ -105,7 +105,21 @@ class KernelSession:
                 out.traceback = "\n".join(content["traceback"])
             elif kind == "status" and content["execution_state"] == "idle":
                 out.wall_s = time.perf_counter() - start
-                return out
+                return self._with_reply(out, msg_id, timeout)
+
+    def _with_reply(self, out: ExecResult, msg_id: str, timeout: float) -> ExecResult:
+        """Take the status from the execute reply: a UsageError, for one, is shown as
+        plain text on iopub, and only the reply says the cell failed."""
+        while True:
+            reply = self._kc.get_shell_msg(timeout=timeout)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        content = reply["content"]
+        if content["status"] != "ok":
+            out.status = content["status"]
+            out.error_name = out.error_name or content.get("ename")
+            out.error_value = out.error_value or content.get("evalue")
+        return out
 
     def kill(self) -> None:
         """SIGKILL the kernel process, as the OOM killer would, and wait until it is gone."""

@@ -1,14 +1,13 @@
-"""Snapshot and restore inside one process, through a dict-backed storage.
+"""Snapshot and restore inside one process, through a real CheckpointStore.
 
-The storage here is the seam's simplest implementation; durability and the commit
-protocol are the CheckpointStore's, tested with it.
+A "crash" here is a fresh NotebookSession and a fresh namespace over the same store;
+tests/integration/test_magics_kernel.py does it with real kernels and SIGKILL.
 """
 
 from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,66 +16,36 @@ import pytest
 import torch
 
 from ft_notebook.exceptions import SnapshotError, UnsafeName
-from ft_notebook.session import NotebookSession
-
-
-class DictStorage:
-    def __init__(self) -> None:
-        self.blobs: dict[str, bytes] = {}
-        self.manifests: dict[str, dict[str, Any]] = {}
-        self.written = 0
-
-    def has_blob(self, digest: str) -> bool:
-        return digest in self.blobs
-
-    def put_blob(self, digest: str, data: bytes | memoryview) -> int:
-        self.blobs[digest] = bytes(data)
-        self.written += len(self.blobs[digest])
-        return len(self.blobs[digest])
-
-    def get_blob(self, digest: str) -> bytes:
-        return self.blobs[digest]
-
-    def commit(self, name: str, manifest: Mapping[str, Any]) -> None:
-        import json
-
-        self.manifests[name] = json.loads(json.dumps(manifest))
-
-    def manifest(self, name: str) -> dict[str, Any]:
-        return self.manifests[name]
-
-    def names(self) -> list[str]:
-        return sorted(self.manifests)
-
-    def retain(self, keep: Iterable[str]) -> None:
-        pass
+from ft_notebook.session import NotebookSession, _session
+from ft_notebook.store import CheckpointStore
 
 
 class Notebook:
     """Runs cells the way IPython would: record, exec, snapshot."""
 
-    def __init__(self, session: NotebookSession | None = None) -> None:
-        self.storage = DictStorage() if session is None else session.storage
-        self.session = session or NotebookSession(self.storage)
+    def __init__(self, root: Path) -> None:
+        self.store = CheckpointStore(root, keep=1, publish_events=False)
+        self.session = NotebookSession(self.store, "nb")
         self.ns: dict[str, Any] = {}
         self.count = 0
+        self.written = 0
 
     def run(self, code: str, snapshot: bool = True) -> None:
         self.count += 1
         self.session.before_cell(self.count, code)
         exec(code, self.ns)
         if snapshot:
-            self.session.snapshot(self.ns, self.count)
+            self.written += self.session.snapshot(self.ns, self.count).bytes_written
 
     def crash_and_restore(self, name: str = "latest") -> tuple[dict[str, Any], Any]:
-        fresh = NotebookSession(self.storage)
+        fresh = NotebookSession(self.store, "nb")
         ns: dict[str, Any] = {}
         report = fresh.restore(ns, name)
         return ns, report
 
 
-def test_values_aliases_and_views_come_back() -> None:
-    nb = Notebook()
+def test_values_aliases_and_views_come_back(tmp_path: Path) -> None:
+    nb = Notebook(tmp_path)
     nb.run("import numpy as np\nbig = np.arange(100_000, dtype=np.float64)")
     nb.run("same = big\nview = big[10:20]")
     nb.run("cfg = {'lr': 0.1, 'arr': big}\nitems = [1, 'two', (3.0,)]")
@@ -93,21 +62,21 @@ def test_values_aliases_and_views_come_back() -> None:
     assert ns["view"].base is not None
 
 
-def test_unchanged_data_is_not_written_again() -> None:
-    nb = Notebook()
+def test_unchanged_data_is_not_written_again(tmp_path: Path) -> None:
+    nb = Notebook(tmp_path)
     nb.run("import numpy as np\nbig = np.ones(1_000_000)\nsmall = 1")
-    first = nb.storage.written
+    first = nb.written
     assert first > 8_000_000
     nb.run("small = 2")
-    assert nb.storage.written - first < 10_000
+    assert nb.written - first < 10_000
     nb.run("big[0] = 5.0")  # in place: same object, new content
-    assert nb.storage.written - first > 8_000_000
+    assert nb.written - first > 8_000_000
     ns, _ = nb.crash_and_restore()
     assert (ns["small"], ns["big"][0], ns["big"][1]) == (2, 5.0, 1.0)
 
 
-def test_model_and_optimizer_share_parameters_after_restore() -> None:
-    nb = Notebook()
+def test_model_and_optimizer_share_parameters_after_restore(tmp_path: Path) -> None:
+    nb = Notebook(tmp_path)
     nb.run(
         "import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(64, 64)\n"
         "opt = torch.optim.Adam(model.parameters(), lr=0.01)"
@@ -122,8 +91,8 @@ def test_model_and_optimizer_share_parameters_after_restore() -> None:
     assert torch.equal(state["exp_avg"], nb.ns["opt"].state[nb.ns["model"].weight]["exp_avg"])
 
 
-def test_notebook_defined_class_and_lambda_come_back() -> None:
-    nb = Notebook()
+def test_notebook_defined_class_and_lambda_come_back(tmp_path: Path) -> None:
+    nb = Notebook(tmp_path)
     nb.run("class Point:\n    def __init__(self, x): self.x = x\np = Point(3)\nf = lambda v: v * 2")
     ns, _ = nb.crash_and_restore()
     assert ns["p"].x == 3
@@ -131,7 +100,7 @@ def test_notebook_defined_class_and_lambda_come_back() -> None:
 
 
 def test_unpicklable_objects_are_replayed_with_their_random_state(tmp_path: Path) -> None:
-    nb = Notebook()
+    nb = Notebook(tmp_path)
     nb.ns["path"] = str(tmp_path / "data.txt")
     (tmp_path / "data.txt").write_text("hello\nworld\n")
     nb.run("import random, threading\nseeded = random.random()")
@@ -150,8 +119,8 @@ def test_unpicklable_objects_are_replayed_with_their_random_state(tmp_path: Path
     nb.ns["fh"].close()
 
 
-def test_a_replay_that_differs_is_reported_never_restored() -> None:
-    nb = Notebook()
+def test_a_replay_that_differs_is_reported_never_restored(tmp_path: Path) -> None:
+    nb = Notebook(tmp_path)
     nb.run("gen = iter(range(5)).__iter__()\ngen = (x for x in range(5))")
     nb.run("next(gen)")  # a later cell advanced it: replaying its cell cannot
     ns, report = nb.crash_and_restore()
@@ -160,7 +129,7 @@ def test_a_replay_that_differs_is_reported_never_restored() -> None:
 
 
 def test_what_cannot_come_back_is_lost_with_a_reason(tmp_path: Path) -> None:
-    nb = Notebook()
+    nb = Notebook(tmp_path)
     source = tmp_path / "feed.txt"
     source.write_text("1\n2\n")
     nb.ns["source"] = str(source)
@@ -176,8 +145,21 @@ def test_what_cannot_come_back_is_lost_with_a_reason(tmp_path: Path) -> None:
     assert {"lock", "holder", "feed"}.isdisjoint(ns)
 
 
-def test_bad_inputs_change_nothing() -> None:
-    nb = Notebook()
+def test_a_snapshot_from_other_versions_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nb = Notebook(tmp_path)
+    with monkeypatch.context() as m:  # as if taken by another Python
+        m.setattr(_session, "versions", lambda *a: {"python": "2.7"})
+        nb.run("x = [1, 2]")
+    ns = {"x": "mine"}
+    with pytest.raises(SnapshotError, match=r"python 2\.7 then, 3\.\d+ now"):
+        nb.session.restore(ns)
+    assert ns == {"x": "mine"}
+
+
+def test_bad_inputs_change_nothing(tmp_path: Path) -> None:
+    nb = Notebook(tmp_path)
     nb.run("x = 1")
     ns = {"x": 99}
     with pytest.raises(UnsafeName):
@@ -186,7 +168,6 @@ def test_bad_inputs_change_nothing() -> None:
         nb.session.restore(ns, "nope")
     with pytest.raises(SnapshotError, match=r"holds no variables \['y'\]"):
         nb.session.restore(ns, names=["y"])
-    nb.storage.manifests["latest"]["versions"]["python"] = "2.7"
-    with pytest.raises(SnapshotError, match=r"python 2\.7 then"):
-        nb.session.restore(ns)
+    with pytest.raises(SnapshotError, match="'latest' always means"):
+        nb.session.snapshot(nb.ns, 2, name="latest")
     assert ns == {"x": 99}

@@ -1,0 +1,129 @@
+"""The ``%ft`` / ``%%ft`` front door: parse, call the API, render; no logic here.
+
+Every subcommand has its own argument parser, so ``%ft save --help`` shows its usage,
+and a wrong argument raises a UsageError that shows it too, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import MagicArgumentParser
+
+from ft_notebook.exceptions import FTError
+from ft_notebook.magics import _render
+from ft_notebook.session import ShellSnapshots
+
+Handler = Callable[[argparse.Namespace, "str | None"], Any]
+
+_USAGE = """%ft SUBCOMMAND [options]      (%ft SUBCOMMAND --help for its options)
+
+  %ft auto on|off             snapshot the namespace after every successful cell
+  %%ft checkpoint             run the cell as a transaction: roll back if it raises
+  %ft save [NAME]             snapshot now (a NAME keeps it beside the latest)
+  %ft restore [NAME|latest]   bring a snapshot's variables back
+  %ft list                    the snapshots of this notebook
+  %ft status                  what ft_notebook is doing in this kernel
+"""
+
+
+def _parser(prog: str, description: str) -> MagicArgumentParser:
+    return MagicArgumentParser(prog=f"ft {prog}", description=description, add_help=False)
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if not n.isidentifier()]
+    if bad:
+        raise argparse.ArgumentTypeError(f"not variable names: {', '.join(bad)}")
+    return names
+
+
+@magics_class
+class FTMagics(Magics):
+    """``%ft``: checkpoints of the notebook's state, and the rest of ft_notebook."""
+
+    def __init__(self, shell: Any, snapshots: ShellSnapshots) -> None:
+        super().__init__(shell)
+        self.snapshots = snapshots
+        self._parsers: dict[str, tuple[MagicArgumentParser, Handler, bool]] = {}
+        self._add("auto", "Snapshot after every successful cell.", self._auto, cell=False)
+        self._parsers["auto"][0].add_argument("state", choices=["on", "off"])
+        p = self._add("checkpoint", "Run the cell as a transaction.", self._checkpoint, cell=True)
+        p.add_argument("--name", help="also keep the snapshot under this name")
+        p.add_argument("--retries", type=int, default=0, help="run the cell again this often")
+        p = self._add("save", "Snapshot the namespace now.", self._save, cell=False)
+        p.add_argument("name", nargs="?", help="keep it under this name besides 'latest'")
+        p.add_argument("--vars", type=_names, help="comma-separated names (default: all)")
+        p = self._add("restore", "Bring a snapshot's variables back.", self._restore, cell=False)
+        p.add_argument("name", nargs="?", default="latest")
+        p.add_argument("--vars", type=_names, help="comma-separated names (default: all)")
+        self._add("list", "The snapshots of this notebook.", self._list, cell=False)
+        self._add("status", "What ft_notebook does in this kernel.", self._status, cell=False)
+
+    def _add(
+        self, name: str, description: str, handler: Handler, *, cell: bool
+    ) -> MagicArgumentParser:
+        parser = _parser(name, description)
+        self._parsers[name] = (parser, handler, cell)
+        return parser
+
+    @line_cell_magic
+    def ft(self, line: str, cell: str | None = None) -> Any:
+        try:
+            words = shlex.split(line)
+        except ValueError as e:
+            raise UsageError(f"{e}\n\n{_USAGE}") from None
+        if not words or words[0] in ("-h", "--help", "help"):
+            print(_USAGE)
+            return None
+        command, args = words[0], words[1:]
+        entry = self._parsers.get(command)
+        if entry is None:
+            raise UsageError(f"unknown subcommand {command!r}\n\n{_USAGE}")
+        parser, handler, wants_cell = entry
+        if "-h" in args or "--help" in args:
+            print(parser.format_help())
+            return None
+        if wants_cell and cell is None:
+            raise UsageError(f"%%ft {command} is a cell magic: put it on the first line of a cell.")
+        if not wants_cell and cell is not None:
+            raise UsageError(f"%ft {command} is a line magic, not %%ft.\n\n{parser.format_usage()}")
+        try:
+            parsed = parser.parse_args(args)
+        except UsageError as e:
+            raise UsageError(f"{e}\n{parser.format_usage()}") from None
+        try:
+            return handler(parsed, cell)
+        except FTError as e:  # says what happened and what to do: no traceback needed
+            raise UsageError(f"{type(e).__name__}: {e}") from None
+
+    def _auto(self, args: argparse.Namespace, cell: str | None) -> None:
+        self.snapshots.auto = args.state == "on"
+        print(f"ft: snapshot after every cell is {args.state}")
+
+    def _checkpoint(self, args: argparse.Namespace, cell: str | None) -> None:
+        assert cell is not None
+        if args.retries < 0:
+            raise UsageError("--retries must be 0 or more")
+        outcome = self.snapshots.transaction(cell, name=args.name, retries=args.retries)
+        _render.transaction(outcome)
+        if outcome.error is not None:
+            raise outcome.error  # the cell fails as it would have, its effects undone
+
+    def _save(self, args: argparse.Namespace, cell: str | None) -> None:
+        _render.saved(self.snapshots.save(args.name, args.vars))
+
+    def _restore(self, args: argparse.Namespace, cell: str | None) -> None:
+        _render.restored(self.snapshots.restore(args.name, args.vars))
+
+    def _list(self, args: argparse.Namespace, cell: str | None) -> None:
+        _render.listing(self.snapshots.session.list())
+
+    def _status(self, args: argparse.Namespace, cell: str | None) -> None:
+        _render.status(self.snapshots.status())

@@ -1,0 +1,69 @@
+"""Text the magics print: short, with the numbers a user acts on."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ft_notebook.session import RestoreReport, SnapshotInfo, TransactionOutcome
+
+
+def size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def saved(info: SnapshotInfo) -> None:
+    changed = ", ".join(info.changed) if info.changed else "nothing changed"
+    print(
+        f"ft: snapshot {info.name!r} after cell {info.cell}: {info.variables} variables "
+        f"({size(info.size)}), wrote {size(info.bytes_written)}; changed: {changed}"
+    )
+    if info.replay:
+        print(f"    kept by replaying their cells: {', '.join(info.replay)}")
+
+
+def restored(report: RestoreReport) -> None:
+    back = len(report.restored) + len(report.replayed)
+    print(f"ft: restored {back} variables ({len(report.replayed)} by replaying their cells)")
+    for name, why in sorted(report.different.items()):
+        print(f"    {name}: NOT restored, its replay differs: {why}")
+    for name, why in sorted(report.lost.items()):
+        print(f"    {name}: lost: {why}")
+
+
+def transaction(outcome: TransactionOutcome) -> None:
+    if outcome.error is None:
+        tries = f" (attempt {outcome.attempts})" if outcome.attempts > 1 else ""
+        print(f"ft: cell committed{tries}")
+        return
+    print(
+        f"ft: the cell raised {type(outcome.error).__name__} after {outcome.attempts} "
+        f"attempt(s); rolled back: {', '.join(outcome.rolled_back) or 'nothing changed'}"
+        + (f"; removed new: {', '.join(outcome.removed)}" if outcome.removed else "")
+    )
+
+
+def listing(rows: Sequence[dict[str, Any]]) -> None:
+    if not rows:
+        print("ft: no snapshots yet: `%ft save` takes one, `%ft auto on` one after every cell")
+        return
+    print(f"{'name':<20} {'time':<19} {'cell':>5} {'size':>10}  variables")
+    for r in rows:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["time"]))
+        names = ", ".join(r["variables"])
+        print(f"{r['name']:<20} {when:<19} {r['cell']:>5} {size(r['size']):>10}  {names}")
+
+
+def status(state: dict[str, Any]) -> None:
+    last = state["last"]
+    print(f"ft: notebook {state['notebook']!r}; auto snapshots {'on' if state['auto'] else 'off'}")
+    if last is not None:
+        print(
+            f"    last snapshot {last.name!r} after cell {last.cell}, {size(last.size)}, "
+            f"{len(last.replay)} kept by replay"
+        )

@@ -1,0 +1,111 @@
+"""Checkpoints made of the caller's own content-addressed blobs.
+
+Notebook snapshots split a namespace into pickles and buffers and hash them while
+looking for changes; they hand those blobs over as they are (``<xxh3-128>.pkl`` and
+``.bin``) and name the blobs of earlier snapshots they still need, so unchanged data
+is neither hashed nor written again. The checkpoint they make has the same manifest,
+commit protocol, retention and blob collection as any other; only the payload is the
+caller's to interpret. Reads verify each blob against the manifest when it is read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import xxhash
+
+from ft_notebook.exceptions import StoreError
+from ft_notebook.store._codec import BLOB_KEY, STATE_FORMAT, Blob, Buffer, decode_state
+from ft_notebook.store._location import Location
+from ft_notebook.store._manifest import FileEntry, Manifest
+from ft_notebook.store._reader import Damaged, read_manifest
+from ft_notebook.store._types import CheckpointInfo
+from ft_notebook.store._values import Malformed, encode
+
+RAW_EXTENSIONS = ("pkl", "bin")
+
+
+def raw_blobs(blobs: Mapping[str, Buffer]) -> list[Blob]:
+    """The caller's blobs as files to write; their keys are checked, not their bytes
+    (a wrong hash is caught by the first read, as any damage would be)."""
+    out = []
+    for key, data in blobs.items():
+        _check_key(key)
+        view = memoryview(data).cast("B")
+        out.append(Blob(key, view.nbytes, (view,)))
+    return out
+
+
+def state_blob(state: Mapping[str, Any]) -> Blob:
+    """The JSON file of a raw checkpoint: the caller's description of its blobs."""
+    doc = {"format": STATE_FORMAT, "tree": encode(dict(state), "state"), "leaves": []}
+    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
+    return Blob(f"{xxhash.xxh3_128(text).hexdigest()}.json", len(text), (text,))
+
+
+def reused_entries(loc: Location, reuse: Mapping[str, int]) -> dict[str, FileEntry]:
+    """Manifest entries for blobs an earlier checkpoint wrote; each must be there."""
+    entries = {}
+    for key, size in reuse.items():
+        _check_key(key)
+        found = loc.blob_size(key)
+        if found != size:
+            seen = "missing" if found is None else f"{found} bytes, not {size}"
+            raise StoreError(
+                f"The blob {key} this checkpoint reuses is {seen} at {loc.url}. Save it "
+                f"again without reusing (a full snapshot)."
+            )
+        entries[key] = FileEntry(size, key.split(".", 1)[0])
+    return entries
+
+
+@dataclass(frozen=True)
+class RawCheckpoint:
+    """A committed raw checkpoint: its description, its state, and its blobs on demand."""
+
+    info: CheckpointInfo
+    state: dict[str, Any]
+    sizes: Mapping[str, int]
+    _read: Callable[[str], memoryview]
+
+    def read(self, key: str) -> memoryview:
+        """The blob ``key``, verified against the manifest (StoreError if it is not)."""
+        if key not in self.sizes:
+            raise StoreError(
+                f"Blob {key} is not part of step {self.info.step} of run {self.info.run!r}."
+            )
+        return self._read(key)
+
+
+def read_state(loc: Location, run: str, step: int) -> tuple[Manifest, dict[str, Any]]:
+    """The manifest and decoded state of a raw checkpoint; Damaged if either is."""
+    manifest = read_manifest(loc, run, step)
+    buf = read_verified(loc, manifest, manifest.state)
+    try:
+        state = decode_state(buf, {manifest.state: buf}, allow_pickle=False)
+    except Malformed as e:
+        raise Damaged(f"its state file does not decode ({e})") from e
+    return manifest, state
+
+
+def read_verified(loc: Location, manifest: Manifest, key: str) -> memoryview:
+    entry = manifest.files[key]
+    try:
+        buf = loc.read_blob(key)
+    except FileNotFoundError:
+        raise Damaged(f"blobs/{key} is missing") from None
+    except OSError as e:
+        raise Damaged(f"blobs/{key} cannot be read: {e}") from e
+    if len(buf) != entry.size or xxhash.xxh3_128(buf).hexdigest() != entry.xxh3_128:
+        raise Damaged(f"blobs/{key} does not match the manifest (truncated or changed)")
+    return memoryview(buf)
+
+
+def _check_key(key: str) -> None:
+    if not BLOB_KEY.fullmatch(key) or key.rsplit(".", 1)[1] not in RAW_EXTENSIONS:
+        raise StoreError(
+            f"A raw blob key must be '<32 hex digits of its xxh3-128>.pkl' or '.bin', got {key!r}."
+        )

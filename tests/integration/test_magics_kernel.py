@@ -1,0 +1,175 @@
+"""%ft magics in a real kernel: snapshots survive a SIGKILL of the kernel process."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ft_notebook.testing import KernelSession
+
+# Content hashes of every user variable, computed inside the kernel: what "equal" means.
+HASHES = """
+import hashlib, pickle, types
+def _ft_hash(v):
+    if hasattr(v, "detach"):
+        v = v.detach().cpu().numpy()
+    if hasattr(v, "tobytes"):
+        return hashlib.sha256(v.tobytes()).hexdigest() + str(getattr(v, "shape", ""))
+    if hasattr(v, "state_dict"):
+        return _ft_hash_dict(v.state_dict())
+    return hashlib.sha256(pickle.dumps(v)).hexdigest()
+def _ft_hash_dict(d):
+    return {k: _ft_hash(x) for k, x in d.items()}
+_hidden = get_ipython().user_ns_hidden
+print({k: _ft_hash(v) for k, v in sorted(globals().items())
+       if not k.startswith("_") and not (k in _hidden and _hidden[k] is v)
+       and not isinstance(v, types.ModuleType)})
+"""
+
+
+@pytest.fixture
+def notebook(tmp_path: Path) -> Iterator[KernelSession]:
+    """A kernel that knows its notebook path, as Jupyter's kernels do."""
+    env = dict(os.environ, JPY_SESSION_NAME=str(tmp_path / "analysis.ipynb"))
+    session = KernelSession(tmp_path / "kernel.log", cwd=tmp_path, env=env).start()
+    session.execute("%load_ext ft_notebook").check()
+    try:
+        yield session
+    finally:
+        session.shutdown()
+
+
+def _restart(nb: KernelSession) -> None:
+    nb.kill()
+    nb.start()
+    nb.execute("%load_ext ft_notebook").check()
+
+
+def test_every_variable_comes_back_after_sigkill(notebook: KernelSession) -> None:
+    nb = notebook
+    nb.execute("%ft auto on").check()
+    nb.execute("import numpy as np, torch\nbig = np.random.default_rng(1).random(200_000)").check()
+    nb.execute(
+        "alias = big\nwindow = big[100:200]\nconfig = {'lr': 3e-4, 'tags': ['a', 'b']}"
+    ).check()
+    nb.execute(
+        "torch.manual_seed(0)\nmodel = torch.nn.Linear(16, 4)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model(torch.randn(2, 16)).sum().backward(); opt.step()"
+    ).check()
+    before = nb.execute(HASHES, silent=True).check().stdout
+    _restart(nb)
+    out = nb.execute("%ft restore").check()
+    assert "lost" not in out.stdout, out.stdout
+    assert nb.execute(HASHES, silent=True).check().stdout == before
+    checks = nb.execute(
+        "print(alias is big, window.base is not None, "
+        "opt.param_groups[0]['params'][0] is model.weight)\n"
+        "big[150] = -7.0\nprint(window[50])"
+    ).check()
+    assert checks.stdout.split() == ["True", "True", "True", "-7.0"]
+
+
+def test_unpicklable_objects_are_replayed_and_reported(
+    notebook: KernelSession, tmp_path: Path
+) -> None:
+    nb = notebook
+    (tmp_path / "log.txt").write_text("one\ntwo\nthree\n")
+    nb.execute("%ft auto on").check()
+    nb.execute("import random, threading\nrandom.seed(7)\nnoise = random.random()").check()
+    nb.execute("draws = (random.random() for _ in range(3))\nlock = threading.Lock()").check()
+    nb.execute("fh = open('log.txt')\nheader = fh.readline()").check()
+    nb.execute("ticker = iter(range(10))\nmoving = (i for i in range(5))\nnext(moving)").check()
+    nb.execute("next(moving)").check()  # only a later cell advanced it
+    expected = nb.execute("print(list(draws))").check().stdout
+    nb.execute("%ft save").check()  # draws is now exhausted: snapshot records that too
+    _restart(nb)
+    out = nb.execute("%ft restore").check().stdout
+    assert "moving: NOT restored, its replay differs" in out
+    assert "draws: NOT restored" in out  # exhausted before the kill, fresh after replay
+    assert nb.execute(
+        "print(fh.readline().strip(), header.strip(), lock.locked())"
+    ).check().stdout.split() == [
+        "two",
+        "one",
+        "False",
+    ]
+    assert "moving" not in nb.execute("print(sorted(globals()))").check().stdout
+    nb.execute("fh.close()").check()
+    assert expected.strip().startswith("[0.")
+
+
+def test_failing_checkpoint_cell_rolls_back_everything(notebook: KernelSession) -> None:
+    nb = notebook
+    nb.execute(
+        "import numpy as np\nweights = np.zeros(50_000)\nhistory = [1, 2]\ncount = 3"
+    ).check()
+    failed = nb.execute(
+        "%%ft checkpoint\nweights += 1\nhistory.append(99)\ncount = 4\nfresh = 'new'\n"
+        "raise ValueError('bad batch')"
+    )
+    assert (failed.status, failed.error_name) == ("error", "ValueError")
+    assert "rolled back" in failed.stdout
+    state = nb.execute("print(weights.sum(), history, count, 'fresh' in globals())").check()
+    assert state.stdout.split() == ["0.0", "[1,", "2]", "3", "False"]
+    ok = nb.execute("%%ft checkpoint\ncount = 5").check()
+    assert "committed" in ok.stdout
+
+
+def test_small_change_beside_big_array_writes_little(notebook: KernelSession) -> None:
+    nb = notebook
+    nb.execute("import numpy as np\nbig = np.ones(5_000_000)\nsmall = 1").check()
+    first = nb.execute("%ft save").check().stdout
+    assert "wrote 38.1 MB" in first or "wrote 38.2 MB" in first, first
+    nb.execute("%ft auto on").check()
+    nb.execute("small = 2").check()
+    written = nb.execute(
+        "from ft_notebook.magics import snapshots_of\n"
+        "print(snapshots_of(get_ipython()).last.bytes_written)"
+    )
+    assert int(written.check().stdout) < 1_000_000
+
+
+def test_bad_inputs_get_clear_errors_and_change_nothing(notebook: KernelSession) -> None:
+    nb = notebook
+    nb.execute("x = 1\n%ft save").check()
+    nb.execute("x = 2").check()
+    for line, message in [
+        ("%ft restore ../../etc", "cannot be used"),
+        ("%ft restore nothere", "There is no snapshot 'nothere'"),
+        ("%ft restore --vars 1x", "not variable names"),
+        ("%ft frobnicate", "unknown subcommand 'frobnicate'"),
+        ("%ft auto maybe", "invalid choice"),
+    ]:
+        result = nb.execute(line)
+        assert result.status == "error", line
+        assert result.error_name == "UsageError", (line, result.error_name)  # no traceback
+        assert message in result.error_value, (line, result.error_value)
+    assert nb.execute("print(x)").check().stdout.strip() == "2"
+    help_text = nb.execute("%ft save --help").check().stdout
+    assert "%ft save [--vars VARS] [name]" in help_text
+    assert "%%ft" not in help_text
+
+
+def test_restore_refuses_a_store_other_users_can_write(
+    notebook: KernelSession, ft_data_dir: Path
+) -> None:
+    nb = notebook
+    nb.execute("y = [1]\n%ft save").check()
+    folder = ft_data_dir / "snapshots"
+    mode = folder.stat().st_mode
+    os.chmod(folder, mode | stat.S_IWOTH)
+    try:
+        nb.execute("y = [2]").check()
+        result = nb.execute("%ft restore")
+        assert result.status == "error"
+        assert result.error_name == "UsageError"
+        assert "StoreUnsafe" in result.error_value
+        assert "lets other users" in result.error_value
+        assert nb.execute("print(y)").check().stdout.strip() == "[2]"
+    finally:
+        os.chmod(folder, mode)
