@@ -42,7 +42,8 @@ def _ft_h(v, depth=0):
         import pandas as _pd
         if isinstance(v, (_pd.DataFrame, _pd.Series)):
             data = _pd.util.hash_pandas_object(v, index=True).values.tobytes()
-            return 'pd:' + _h.sha256(data + repr(list(getattr(v, 'columns', [v.name]))).encode()).hexdigest()
+            cols = list(v.columns) if hasattr(v, 'columns') else [v.name]
+            return 'pd:' + _h.sha256(data + repr(cols).encode()).hexdigest()
     if hasattr(v, 'detach') and hasattr(v, 'numpy'):
         v = v.detach().cpu().numpy()
     if _np is not None and isinstance(v, _np.ndarray):

@@ -107,6 +107,11 @@ class KernelSession:
                 out.wall_s = time.perf_counter() - start
                 return self._with_reply(out, msg_id, timeout)
 
+    def send(self, code: str) -> str:
+        """Start ``code`` as a cell and return at once (to kill the kernel mid-cell)."""
+        assert self._kc is not None, "kernel not started"
+        return str(self._kc.execute(code, store_history=True))
+
     def _with_reply(self, out: ExecResult, msg_id: str, timeout: float) -> ExecResult:
         """Take the status from the execute reply: a UsageError, for one, is shown as
         plain text on iopub, and only the reply says the cell failed."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ft_notebook.testing import KernelSession
+from ft_notebook.testing import KernelSession, poll_for
 
 # Content hashes of every user variable, computed inside the kernel: what "equal" means.
 HASHES = """
@@ -173,3 +173,37 @@ def test_restore_refuses_a_store_other_users_can_write(
         assert nb.execute("print(y)").check().stdout.strip() == "[2]"
     finally:
         os.chmod(folder, mode)
+
+
+def test_a_snapshot_killed_halfway_leaves_the_previous_one(
+    notebook: KernelSession, ft_data_dir: Path
+) -> None:
+    """SIGKILL the kernel while it writes a big snapshot: the one before it restores."""
+    nb = notebook
+    nb.execute("import numpy as np\nsmall = [1, 2, 3]\n%ft save").check()
+    blobs = ft_data_dir / "snapshots" / "blobs"
+    before = set(blobs.iterdir())
+    # ~800 MB of new data: the kernel is still writing when the first new file appears
+    nb.send("big = np.random.default_rng(0).random(100_000_000)\n%ft save")
+    poll_for(lambda: set(blobs.iterdir()) - before, timeout=120, what="the snapshot to start")
+    nb.kill()
+    nb.start()
+    nb.execute("%load_ext ft_notebook").check()
+    out = nb.execute("%ft restore").check().stdout
+    assert "restored" in out
+    state = nb.execute("print(small, 'big' in globals())").check().stdout.split()
+    assert state == ["[1,", "2,", "3]", "False"]
+    # the store needs no repair: the next snapshot commits and restores
+    nb.execute("small.append(4)\n%ft save").check()
+    _restart(nb)
+    nb.execute("%ft restore").check()
+    assert nb.execute("print(small)").check().stdout.strip() == "[1, 2, 3, 4]"
+
+
+def test_a_snapshot_holds_values_as_they_were_when_it_was_taken(notebook: KernelSession) -> None:
+    nb = notebook
+    nb.execute("import numpy as np\nweights = np.zeros(1_000_000)\n%ft save before").check()
+    nb.execute("weights += 1  # in place, after the snapshot").check()
+    _restart(nb)
+    nb.execute("%ft restore before").check()
+    assert nb.execute("print(weights.sum())").check().stdout.strip() == "0.0"
