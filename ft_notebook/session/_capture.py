@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ft_notebook.session._namespace import describe
-from ft_notebook.session._objects import BufferRecord, digest_of, pickle_variable
+from ft_notebook.session._objects import BufferRecord, chunk_size, digest_of, pickle_variable
 
 # Values of these types are immutable: the same object means the same value.
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range)
@@ -55,7 +55,8 @@ def blob_sizes(entries: dict[str, VarEntry]) -> dict[str, int]:
         if entry.pickle_digest is not None:
             sizes[pickle_key(entry.pickle_digest)] = entry.pickle_size
         for record in entry.buffers.values():
-            sizes[buffer_key(record.digest)] = record.nbytes
+            for offset, digest in record.chunk_sizes():
+                sizes[buffer_key(digest)] = chunk_size(record, offset)
     return sizes
 
 

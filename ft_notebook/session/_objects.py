@@ -7,15 +7,19 @@ value), but three kinds of objects are taken out of the pickle by ``persistent_i
   a list holding a model, come back as one object across separately stored variables;
 - a numpy array or torch tensor whose memory is a view into a named array: a
   reference to that name with offset, shape and strides, so it comes back as a view;
-- any other array or tensor: a *buffer* record, its bytes stored once under their
-  xxh3 content hash. The same object seen from several variables keeps one identity
-  key, so an optimizer and its model share parameters again after a restore.
+- any other array or tensor: a *buffer* record. Its bytes are cut into chunks of
+  ``CHUNK`` bytes, each stored once under its xxh3 content hash, so an in-place
+  change to one element of a big array costs one chunk, not the array; all-zero
+  chunks (preallocated, zero-initialised buffers) are not stored at all. The same
+  object seen from several variables keeps one identity key, so an optimizer and
+  its model share parameters again after a restore.
 
 Pickle bytes then hold no bulk data, so hashing them is a cheap change fingerprint.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import pickle
 from collections.abc import Callable, Mapping
@@ -28,6 +32,7 @@ import xxhash
 
 # Arrays smaller than this stay inside the pickle: a record costs more than it saves.
 INLINE_BYTES = 4096
+CHUNK = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -35,12 +40,27 @@ class BufferRecord:
     """Bulk data kept outside the pickle; ``digest`` names its bytes in the blob area."""
 
     key: str  # identity of the object at snapshot time: same key, same restored object
-    digest: str
+    digest: str  # of the whole content (the chunk digests)
     nbytes: int
     kind: str  # "numpy" | "torch"
     dtype: str
     shape: tuple[int, ...]
     extra: Mapping[str, Any] = field(default_factory=dict)  # requires_grad, device, parameter
+    #: xxh3-128 of each CHUNK of the bytes, "" for a chunk of zeros (not stored)
+    chunks: tuple[str, ...] = ()
+
+    def chunk_sizes(self) -> list[tuple[int, str]]:
+        """(offset, digest) of each stored chunk."""
+        return [(i * CHUNK, d) for i, d in enumerate(self.chunks) if d]
+
+
+def chunk_size(record: BufferRecord, offset: int) -> int:
+    return min(CHUNK, record.nbytes - offset)
+
+
+@functools.lru_cache(maxsize=4)
+def _zeros_digest(n: int) -> str:
+    return digest_of(bytes(n))
 
 
 def digest_of(data: memoryview | bytes) -> str:
@@ -121,11 +141,19 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
     def _record(
         self, obj: Any, kind: str, data: memoryview, dtype: str, extra: dict[str, Any]
     ) -> str:
-        digest = digest_of(data)
+        chunks = []
+        for start in range(0, data.nbytes, CHUNK):
+            piece = data[start : start + CHUNK]
+            d = digest_of(piece)
+            if d == _zeros_digest(piece.nbytes):
+                chunks.append("")
+            else:
+                chunks.append(d)
+                self._buffer_data.setdefault(d, piece)
+        digest = xxhash.xxh3_128_hexdigest(f"{data.nbytes}:{','.join(chunks)}".encode())
         key = f"{id(obj):x}:{digest}"
-        self._buffer_data.setdefault(digest, data)
         self.buffers[key] = BufferRecord(
-            key, digest, data.nbytes, kind, dtype, tuple(obj.shape), extra
+            key, digest, data.nbytes, kind, dtype, tuple(obj.shape), extra, tuple(chunks)
         )
         return key
 
@@ -173,7 +201,7 @@ class SnapshotUnpickler(pickle.Unpickler):
 
     def __init__(
         self,
-        data: bytes,
+        data: bytes | memoryview,
         resolve_var: Callable[[str], Any],
         load_buffer: Callable[[str], Any],
     ) -> None:
@@ -194,18 +222,22 @@ class SnapshotUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unknown reference {tag!r} in a snapshot")
 
 
-def rebuild_buffer(record: BufferRecord, data: bytes) -> Any:
-    """Turn stored bytes back into the array or tensor they came from."""
+def rebuild_buffer(record: BufferRecord, read: Callable[[str], memoryview]) -> Any:
+    """Turn stored chunks back into the array or tensor they came from.
+
+    Zero chunks cost nothing: the buffer starts as lazily allocated zeros.
+    """
+    flat = np.zeros(record.nbytes, dtype=np.uint8)
+    for offset, digest in record.chunk_sizes():
+        piece = np.frombuffer(read(digest), dtype=np.uint8)
+        if piece.nbytes != chunk_size(record, offset):
+            raise pickle.UnpicklingError(f"chunk {digest} of a buffer has the wrong size")
+        flat[offset : offset + piece.nbytes] = piece
     if record.kind == "numpy":
-        return np.frombuffer(bytearray(data), dtype=np.dtype(record.dtype)).reshape(record.shape)
+        return flat.view(np.dtype(record.dtype)).reshape(record.shape)
     import torch
 
-    flat = (
-        torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        if data
-        else torch.empty(0, dtype=torch.uint8)
-    )
-    tensor = flat.view(getattr(torch, record.dtype)).reshape(record.shape)
+    tensor = torch.from_numpy(flat).view(getattr(torch, record.dtype)).reshape(record.shape)
     device = record.extra.get("device", "cpu")
     if device != "cpu" and (not device.startswith("cuda") or torch.cuda.is_available()):
         tensor = tensor.to(device)

@@ -39,7 +39,7 @@ class Rebuilder:
         self,
         entries: Mapping[str, VarEntry],
         cells: Mapping[int, Mapping[str, Any]],
-        get_blob: Callable[[str], bytes],
+        get_blob: Callable[[str], memoryview],
         base_namespace: Mapping[str, Any],
     ) -> None:
         self._entries = entries
@@ -89,7 +89,7 @@ class Rebuilder:
         found = self._buffers.get(record.key)
         if found is None:
             found = self._buffers[record.key] = rebuild_buffer(
-                record, self._get_blob(buffer_key(record.digest))
+                record, lambda digest: self._get_blob(buffer_key(digest))
             )
         return found
 
@@ -149,7 +149,7 @@ class _Lost(Exception):
 def rebuild(
     entries: Mapping[str, VarEntry],
     cells: Mapping[int, Mapping[str, Any]],
-    get_blob: Callable[[str], bytes],
+    get_blob: Callable[[str], memoryview],
     base_namespace: Mapping[str, Any],
     names: list[str],
 ) -> tuple[dict[str, Any], RestoreReport]:

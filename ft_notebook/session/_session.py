@@ -168,7 +168,7 @@ class NotebookSession:
         modules, missing = _import_modules(manifest.get("modules", {}))
         base = {**namespace, **modules}
         try:
-            values, report = rebuild(entries, cells, lambda k: bytes(raw.read(k)), base, wanted)
+            values, report = rebuild(entries, cells, raw.read, base, wanted)
         except StoreError as e:
             raise SnapshotError(f"Snapshot {label!r} could not be read: {e}") from e
         report.lost.update(missing)
@@ -246,7 +246,7 @@ def _entry_to_json(entry: VarEntry) -> dict[str, Any]:
 
 def _entry_from_json(name: str, raw: Mapping[str, Any]) -> VarEntry:
     buffers = {
-        k: BufferRecord(**{**b, "shape": tuple(b["shape"])})
+        k: BufferRecord(**{**b, "shape": tuple(b["shape"]), "chunks": tuple(b["chunks"])})
         for k, b in raw.get("buffers", {}).items()
     }
     fields = {k: v for k, v in raw.items() if k not in ("buffers", "name")}

@@ -83,6 +83,12 @@ def test_unpicklable_objects_are_replayed_and_reported(
     nb.execute("import random, threading\nrandom.seed(7)\nnoise = random.random()").check()
     nb.execute("draws = (random.random() for _ in range(3))\nlock = threading.Lock()").check()
     nb.execute("fh = open('log.txt')\nheader = fh.readline()").check()
+    for name in "abcdefgh":
+        (tmp_path / f"{name}.txt").write_text(name)
+    # which file it opens depends on the random state the cell saw
+    nb.execute("pick = open(random.choice('abcdefgh') + '.txt')").check()
+    picked = nb.execute("print(pick.name)").check().stdout.strip()
+    nb.execute("after = [random.random() for _ in range(5)]").check()  # the state moves on
     nb.execute("ticker = iter(range(10))\nmoving = (i for i in range(5))\nnext(moving)").check()
     nb.execute("next(moving)").check()  # only a later cell advanced it
     expected = nb.execute("print(list(draws))").check().stdout
@@ -99,6 +105,8 @@ def test_unpicklable_objects_are_replayed_and_reported(
         "False",
     ]
     assert "moving" not in nb.execute("print(sorted(globals()))").check().stdout
+    assert nb.execute("print(pick.name)").check().stdout.strip() == picked
+    nb.execute("pick.close()").check()
     nb.execute("fh.close()").check()
     assert expected.strip().startswith("[0.")
 
@@ -122,7 +130,9 @@ def test_failing_checkpoint_cell_rolls_back_everything(notebook: KernelSession) 
 
 def test_small_change_beside_big_array_writes_little(notebook: KernelSession) -> None:
     nb = notebook
-    nb.execute("import numpy as np\nbig = np.ones(5_000_000)\nsmall = 1").check()
+    nb.execute(
+        "import numpy as np\nbig = np.random.default_rng(0).random(5_000_000)\nsmall = 1"
+    ).check()
     first = nb.execute("%ft save").check().stdout
     assert "wrote 38.1 MB" in first or "wrote 38.2 MB" in first, first
     nb.execute("%ft auto on").check()
