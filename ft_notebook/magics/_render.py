@@ -61,6 +61,8 @@ def listing(rows: Sequence[dict[str, Any]]) -> None:
 
 def status(state: dict[str, Any]) -> None:
     last = state["last"]
+    if state.get("error") is not None:
+        print(f"    the last background snapshot FAILED: {state['error']}")
     print(f"ft: notebook {state['notebook']!r}; auto snapshots {'on' if state['auto'] else 'off'}")
     if last is not None:
         print(

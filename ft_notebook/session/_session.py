@@ -10,8 +10,10 @@ snapshot and the named (pinned) ones.
 from __future__ import annotations
 
 import importlib
+import logging
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from ft_notebook.store import CheckpointStore
 
 FORMAT = 1
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class NotebookSession:
         self.notebook = checked_name(notebook, "notebook name")
         self._capturer = Capturer()
         self._cells: dict[int, dict[str, Any]] = {}
+        self._writer: threading.Thread | None = None
+        self.last_error: Exception | None = None
         committed = store.list(self.notebook)
         self._step = committed[-1].step if committed else 0
 
@@ -66,8 +71,16 @@ class NotebookSession:
         name: str | None = None,
         names: Iterable[str] | None = None,
         hidden: Mapping[str, Any] | None = None,
+        background: bool = False,
     ) -> SnapshotInfo:
-        """Commit a snapshot of ``namespace`` (or of ``names`` in it) after cell ``cell``."""
+        """Commit a snapshot of ``namespace`` (or of ``names`` in it) after cell ``cell``.
+
+        With ``background``, the data that changed is copied (the pause the caller
+        sees) and written and committed by a writer thread, so the next cell may
+        change the variables at once; :meth:`wait` waits for it. At most one snapshot
+        is in flight: the next one waits for the previous.
+        """
+        self.wait()
         label = self.LATEST if name is None else checked_name(name, "snapshot name")
         if label == self.LATEST and name is not None:
             raise SnapshotError("'latest' always means the newest snapshot; choose another name.")
@@ -103,28 +116,41 @@ class NotebookSession:
             "cells": {str(c): self._cells[c] for c in sorted(needed) if c in self._cells},
         }
         metadata = {"name": label, "cell": cell, "size": size, "variables": sorted(variables)}
-        try:
-            self.store.save_raw(
-                self.notebook,
-                self._step + 1,
-                state,
-                capture.blobs,
-                capture.reuse,
-                pin=name is not None,
-                metadata=metadata,
-            )
-        except BaseException:
-            capturer.reset()  # what it believed stored may not be: next time, all of it
-            raise
-        self._step += 1
-        capturer.committed(capture)
         written = sum(memoryview(b).nbytes for b in capture.blobs.values())
         replayed = tuple(n for n, e in capture.entries.items() if e.how != "pickle")
         # kept by replay, but the cell that made them was never seen: they cannot come back
         lost = tuple(n for n in replayed if capture.entries[n].cell not in self._cells)
-        publish(SnapshotCommitted(label, written, len(capture.entries), lost), session_topic())
-        if name is not None:
-            self._drop_older_named(label)
+        announce = SnapshotCommitted(label, written, len(capture.entries), lost)
+        self._step += 1
+
+        def commit() -> None:
+            try:
+                self.store.save_raw(
+                    self.notebook,
+                    self._step,
+                    state,
+                    capture.blobs,
+                    capture.reuse,
+                    pin=name is not None,
+                    metadata=metadata,
+                )
+            except BaseException:
+                capturer.reset()  # what it believed stored may not be: next time, all of it
+                raise
+            capturer.committed(capture)
+            publish(announce, session_topic())
+            if name is not None:
+                self._drop_older_named(label)
+
+        if background:
+            # bytes() copies: the writer must see the values as they are now
+            capture.blobs = {k: bytes(v) for k, v in capture.blobs.items()}
+            self._writer = threading.Thread(
+                target=self._write_in_background, args=(commit,), name="ft-snapshot-writer"
+            )
+            self._writer.start()
+        else:
+            commit()
         return SnapshotInfo(
             label,
             cell,
@@ -135,6 +161,20 @@ class NotebookSession:
             size,
             replayed,
         )
+
+    def wait(self) -> None:
+        """Wait until the snapshot being written (if any) is committed or has failed."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.join()
+
+    def _write_in_background(self, commit: Callable[[], None]) -> None:
+        try:
+            commit()
+            self.last_error = None
+        except Exception as e:  # the kernel goes on; the next snapshot stores everything
+            self.last_error = e
+            logger.error("ft: a snapshot could not be written: %s", e)
 
     def changes_since_latest(
         self, namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None = None
@@ -150,6 +190,7 @@ class NotebookSession:
     ) -> RestoreReport:
         """Put the snapshot's variables (or ``names`` of them) back into ``namespace``."""
         label = checked_name(name, "snapshot name")
+        self.wait()
         try:
             raw = self.store.open_raw(self.notebook, self._step_of(label), allow_pickle=True)
         except CheckpointNotFound:

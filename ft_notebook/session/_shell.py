@@ -72,7 +72,13 @@ class ShellSnapshots:
 
     def post_run_cell(self, result: Any) -> None:
         if self.auto and result.success and not self._in_transaction:
-            self.last = self.save()
+            # the writing goes on in the background while the next cell runs
+            self.last = self.session.snapshot(
+                self.shell.user_ns,
+                self.shell.execution_count,
+                hidden=self.shell.user_ns_hidden,
+                background=True,
+            )
 
     def save(self, name: str | None = None, names: list[str] | None = None) -> SnapshotInfo:
         info = self.session.snapshot(
@@ -82,7 +88,7 @@ class ShellSnapshots:
             names=names,
             hidden=self.shell.user_ns_hidden,
         )
-        self.last = info
+        self.last = info  # committed: an explicit save returns once it is durable
         return info
 
     def restore(self, name: str = "latest", names: list[str] | None = None) -> RestoreReport:
@@ -119,4 +125,9 @@ class ShellSnapshots:
         return tuple(changed), tuple(added)
 
     def status(self) -> dict[str, Any]:
-        return {"notebook": self.key, "auto": self.auto, "last": self.last}
+        return {
+            "notebook": self.key,
+            "auto": self.auto,
+            "last": self.last,
+            "error": self.session.last_error,
+        }

@@ -217,3 +217,43 @@ def test_a_snapshot_holds_values_as_they_were_when_it_was_taken(notebook: Kernel
     _restart(nb)
     nb.execute("%ft restore before").check()
     assert nb.execute("print(weights.sum())").check().stdout.strip() == "0.0"
+
+
+def test_next_cell_mutating_while_the_snapshot_is_written_does_not_leak_in(
+    notebook: KernelSession, ft_data_dir: Path
+) -> None:
+    """With auto snapshots the writing goes on while the next cell runs and changes
+    the array in place; the snapshot keeps the values at the end of its own cell."""
+    from ft_notebook.session import snapshot_store
+
+    nb = notebook
+    nb.execute("%ft auto on").check()
+    nb.execute("import numpy as np").check()
+
+    def newest() -> int:  # retention keeps only the newest: watch its step
+        return max((i.step for i in snapshot_store().list(_key(nb))), default=0)
+
+    committed = newest()
+    # 400 MB: its snapshot is still being written when the next cell starts
+    nb.execute("arr = np.random.default_rng(3).random(50_000_000)").check()
+    total = nb.execute("print(float(arr.sum()))", silent=True).check().stdout.strip()
+    nb.execute("%ft auto off\narr[:] = 0.0").check()
+    poll_for(
+        lambda: newest() > committed,
+        timeout=120,
+        what="the background snapshot to commit",
+    )
+    _restart(nb)
+    nb.execute("%ft restore").check()
+    assert nb.execute("print(float(arr.sum()))").check().stdout.strip() == total
+
+
+def _key(nb: KernelSession) -> str:
+    return (
+        nb.execute(
+            "from ft_notebook.magics import snapshots_of\nprint(snapshots_of(get_ipython()).key)",
+            silent=True,
+        )
+        .check()
+        .stdout.strip()
+    )
