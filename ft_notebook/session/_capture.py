@@ -138,8 +138,9 @@ class Capturer:
         self.known_blobs = set()
 
     def committed(self, capture: Capture) -> None:
-        """The blobs of ``capture`` are durable: later snapshots may refer to them."""
-        self.known_blobs.update(capture.blobs)
+        """``capture`` is durable: later snapshots may reuse the blobs it names. Only
+        those: blobs of older snapshots may be collected once they are pruned."""
+        self.known_blobs = set(blob_sizes(capture.entries))
 
     def _named(self, variables: dict[str, Any]) -> dict[int, str]:
         named: dict[int, str] = {}

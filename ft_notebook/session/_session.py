@@ -100,7 +100,7 @@ class NotebookSession:
                 )
             variables = {n: variables[n] for n in wanted}
             capturer = Capturer()
-            capturer.known_blobs = self._capturer.known_blobs
+            capturer.known_blobs = set(self._capturer.known_blobs)
         capture = capturer.capture(variables, cell)
         needed = {e.cell for e in capture.entries.values() if e.how != "pickle"}
         size = sum(e.nbytes for e in capture.entries.values())
@@ -116,18 +116,19 @@ class NotebookSession:
             "cells": {str(c): self._cells[c] for c in sorted(needed) if c in self._cells},
         }
         metadata = {"name": label, "cell": cell, "size": size, "variables": sorted(variables)}
+        step = self._step + 1
         written = sum(memoryview(b).nbytes for b in capture.blobs.values())
         replayed = tuple(n for n, e in capture.entries.items() if e.how != "pickle")
         # kept by replay, but the cell that made them was never seen: they cannot come back
         lost = tuple(n for n in replayed if capture.entries[n].cell not in self._cells)
         announce = SnapshotCommitted(label, written, len(capture.entries), lost)
-        self._step += 1
+        self._step = step
 
         def commit() -> None:
             try:
                 self.store.save_raw(
                     self.notebook,
-                    self._step,
+                    step,
                     state,
                     capture.blobs,
                     capture.reuse,
@@ -139,8 +140,7 @@ class NotebookSession:
                 raise
             capturer.committed(capture)
             publish(announce, session_topic())
-            if name is not None:
-                self._drop_older_named(label)
+            self._prune(label, step)
 
         if background:
             # bytes() copies: the writer must see the values as they are now
@@ -235,17 +235,17 @@ class NotebookSession:
             )
         return rows
 
-    def _step_of(self, label: str) -> int | None:
-        if label == self.LATEST:
-            return None  # the newest that verifies
+    def _step_of(self, label: str) -> int:
         named = [i.step for i in self.store.list(self.notebook) if i.metadata.get("name") == label]
         if not named:
             raise self._missing(label)
         return named[-1]
 
-    def _drop_older_named(self, label: str) -> None:
-        for info in self.store.list(self.notebook)[:-1]:
-            if info.metadata.get("name") == label:
+    def _prune(self, label: str, step: int) -> None:
+        """Keep one snapshot per name: drop the older ones of ``label``. The newest
+        ``latest`` names every blob its variables need, so older ones may go."""
+        for info in self.store.list(self.notebook):
+            if info.step < step and info.metadata.get("name") == label:
                 self.store.delete(self.notebook, info.step)
 
     def _missing(self, label: str) -> SnapshotError:

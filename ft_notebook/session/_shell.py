@@ -33,11 +33,12 @@ class TransactionOutcome:
 
 
 def snapshot_store() -> CheckpointStore:
-    """The user's private store of notebook snapshots: the newest and the named ones."""
+    """The user's private store of notebook snapshots (the sessions prune it: they
+    keep the newest full snapshot and the named ones)."""
     from ft_notebook._paths import data_dir
     from ft_notebook.store import CheckpointStore
 
-    return CheckpointStore(data_dir() / "snapshots", keep=1, publish_events=False)
+    return CheckpointStore(data_dir() / "snapshots", keep=None, publish_events=False)
 
 
 def notebook_key(shell: Any) -> str:

@@ -186,3 +186,27 @@ def test_bad_inputs_change_nothing(tmp_path: Path) -> None:
     with pytest.raises(SnapshotError, match="'latest' always means"):
         nb.session.snapshot(nb.ns, 2, name="latest")
     assert ns == {"x": 99}
+
+
+def test_a_named_partial_snapshot_neither_replaces_latest_nor_breaks_the_next(
+    tmp_path: Path,
+) -> None:
+    nb = Notebook(tmp_path)
+    nb.run("a = 1\nb = [1, 2]")
+    nb.session.snapshot(nb.ns, nb.count, name="only-a", names=["a"])
+    nb.run("b.append(3)")  # reuses what the first snapshot stored
+    rows = {r["name"]: r["variables"] for r in nb.session.list()}
+    assert rows == {"only-a": ["a"], "latest": ["a", "b"]}
+    ns, _ = nb.crash_and_restore()
+    assert ns == {"a": 1, "b": [1, 2, 3]}
+    ns, _ = nb.crash_and_restore("only-a")
+    assert ns == {"a": 1}
+
+
+def test_a_value_coming_back_after_its_blob_was_pruned_is_stored_again(tmp_path: Path) -> None:
+    nb = Notebook(tmp_path)
+    nb.run("import numpy as np\nx = np.arange(100_000.0)")
+    nb.run("x = x + 1")  # the first x's blob is no longer needed: pruned with its snapshot
+    nb.run("x = x - 1")  # the very same bytes as the first x
+    ns, _ = nb.crash_and_restore()
+    np.testing.assert_array_equal(ns["x"], np.arange(100_000.0))
