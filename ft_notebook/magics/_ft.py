@@ -17,6 +17,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 
 from ft_notebook.exceptions import FTError
 from ft_notebook.magics import _render
+from ft_notebook.magics._cluster import add_parsers as add_cluster_parsers
 from ft_notebook.session import ShellSnapshots
 
 Handler = Callable[[argparse.Namespace, "str | None"], Any]
@@ -29,6 +30,8 @@ _USAGE = """%ft SUBCOMMAND [options]      (%ft SUBCOMMAND --help for its options
   %ft restore [NAME|latest]   bring a snapshot's variables back
   %ft list                    the snapshots of this notebook
   %ft status                  what ft_notebook is doing in this kernel
+  %ft cluster up|down|status|attach   your private Dask cluster
+  %ft chaos kill|hang|resume WORKER|random   a failure drill on one worker
 """
 
 
@@ -65,6 +68,7 @@ class FTMagics(Magics):
         p.add_argument("--vars", type=_names, help="comma-separated names (default: all)")
         self._add("list", "The snapshots of this notebook.", self._list, cell=False)
         self._add("status", "What ft_notebook does in this kernel.", self._status, cell=False)
+        add_cluster_parsers(lambda *a: self._add(*a, cell=False))
 
     def _add(
         self, name: str, description: str, handler: Handler, *, cell: bool

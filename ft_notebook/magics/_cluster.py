@@ -1,0 +1,76 @@
+"""``%ft cluster`` and ``%ft chaos``: the private cluster from the notebook.
+
+Thin calls into :mod:`ft_notebook.cluster`; the clients they open are kept per
+cluster name, so ``%ft chaos kill random`` reuses the connection of ``%ft cluster up``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_parsers(add: Any) -> None:
+    """Register the subcommands through ``add(name, description, handler, cell=False)``."""
+    handlers = ClusterCommands()
+    p = add("cluster", "Start, stop, attach to or inspect your private cluster.", handlers.cluster)
+    p.add_argument("action", choices=["up", "down", "status", "attach"])
+    p.add_argument("address", nargs="?", help="for attach: a scheduler address or file")
+    p.add_argument("--name", default="default", help="which of your clusters (default: default)")
+    p.add_argument("--workers", type=int, help="for up: CPU workers (default: fits the cores)")
+    p.add_argument("--gpus", help="for up: 'auto', 'none', 'all' or indices such as 0,2")
+    p = add("chaos", "Kill, hang or resume a worker process, for a drill.", handlers.chaos)
+    p.add_argument("action", choices=["kill", "hang", "resume"])
+    p.add_argument("worker", help="a worker name, or 'random'")
+    p.add_argument("--name", default="default", help="which of your clusters (default: default)")
+
+
+class ClusterCommands:
+    def __init__(self) -> None:
+        self._clients: dict[str, Any] = {}
+
+    def cluster(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from ft_notebook.cluster import attach, down, format_table, status
+        from ft_notebook.cluster import cluster as start
+
+        if args.action == "down":
+            client = self._clients.pop(args.name, None)
+            if client is not None:
+                client.close()
+            stopped = down(args.name)
+            print(f"ft: cluster {args.name!r} {'stopped' if stopped else 'was not running'}")
+            return None
+        if args.action == "attach":
+            if not args.address:
+                raise _usage("%ft cluster attach needs an ADDRESS (or scheduler file)")
+            client = self._clients[args.name] = attach(args.address)
+        elif args.action == "up":
+            client = self._clients[args.name] = start(
+                name=args.name, workers=args.workers, gpus=args.gpus
+            )
+        else:
+            client = self.client(args.name)
+        print(f"ft: cluster {args.name!r} at {client.scheduler.address}")
+        print(format_table(status(client)))
+        return client if args.action in ("up", "attach") else None
+
+    def chaos(self, args: argparse.Namespace, cell: str | None) -> None:
+        from ft_notebook.cluster import chaos
+
+        act = {"kill": chaos.kill_worker, "hang": chaos.hang_worker, "resume": chaos.resume_worker}
+        done = act[args.action](self.client(args.name), args.worker)
+        print(f"ft: sent {done.signal} to worker {done.worker!r} (pid {done.pid}, {done.address})")
+
+    def client(self, name: str) -> Any:
+        client = self._clients.get(name)
+        if client is None or client.status != "running":
+            from ft_notebook.cluster import cluster as start
+
+            client = self._clients[name] = start(name=name, start=False)
+        return client
+
+
+def _usage(message: str) -> Exception:
+    from IPython.core.error import UsageError
+
+    return UsageError(message)

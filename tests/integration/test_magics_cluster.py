@@ -1,0 +1,47 @@
+"""%ft cluster and %ft chaos in a real kernel, on a real private cluster."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ft_notebook.testing import KernelSession, poll_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def nb(tmp_path: Path) -> Iterator[KernelSession]:
+    session = KernelSession(tmp_path / "kernel.log", cwd=tmp_path, env=dict(os.environ)).start()
+    session.execute("%load_ext ft_notebook").check()
+    try:
+        yield session
+    finally:
+        session.execute("%ft cluster down --name magic", timeout=120)
+        session.shutdown()
+
+
+def test_cluster_up_chaos_kill_and_down_from_magics(nb: KernelSession) -> None:
+    up = nb.execute("%ft cluster up --name magic --workers 2", timeout=180).check()
+    assert "ft: cluster 'magic' at tls://127.0.0.1:" in up.stdout
+    pids = nb.execute(
+        "import os\nc = _\nprint(sorted(c.run(os.getpid).values()))", silent=False
+    ).check()
+    before = pids.stdout.strip()
+    killed = nb.execute("%ft chaos kill random --name magic").check()
+    assert "sent SIGKILL to worker" in killed.stdout
+
+    def replaced() -> bool:
+        out = nb.execute("print(sorted(c.run(os.getpid).values()))").stdout.strip()
+        return out != before and out.count(",") == 1  # two workers again, one new
+
+    poll_for(replaced, timeout=60, what="the nanny to restart the killed worker")
+    status = nb.execute("%ft cluster status --name magic").check()
+    assert status.stdout.count("running") >= 2, status.stdout
+    bad = nb.execute("%ft chaos explode random")
+    assert (bad.status, bad.error_name) == ("error", "UsageError")
+    down = nb.execute("%ft cluster down --name magic", timeout=120).check()
+    assert "stopped" in down.stdout
