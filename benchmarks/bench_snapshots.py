@@ -75,7 +75,8 @@ print('FTHASH' + _j.dumps({k: _ft_h(v) for k, v in sorted(globals().items())
     and not isinstance(v, _t.ModuleType)}))
 """
 
-WAIT_FT = "from ft_notebook.magics import snapshots_of; snapshots_of(get_ipython()).session.wait()"
+# leaves no name behind: the namespace compared after the restore is the notebook's own
+WAIT_FT = "__import__('ft_notebook.magics').magics.snapshots_of(get_ipython()).session.wait()"
 
 DILL_HOOK = """
 import dill as _dill, os as _os

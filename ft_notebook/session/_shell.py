@@ -68,7 +68,7 @@ class ShellSnapshots:
         self.shell.events.unregister("post_run_cell", self.post_run_cell)
 
     def pre_run_cell(self, info: Any) -> None:
-        code = self.shell.transform_cell(info.raw_cell or "")
+        code = self.shell.transform_cell(_without_ft_magics(info.raw_cell or ""))
         self.session.before_cell(self.shell.execution_count, code)
 
     def post_run_cell(self, result: Any) -> None:
@@ -132,3 +132,12 @@ class ShellSnapshots:
             "last": self.last,
             "error": self.session.last_error,
         }
+
+
+def _without_ft_magics(raw: str) -> str:
+    """A cell as a replay should run it: the body of ``%%ft checkpoint``, without
+    ``%ft`` lines (a replay must not take snapshots or drive clusters)."""
+    lines = raw.splitlines()
+    if lines and lines[0].lstrip().startswith("%%ft"):
+        lines = lines[1:]
+    return "\n".join(line for line in lines if not line.lstrip().startswith("%ft"))

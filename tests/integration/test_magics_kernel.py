@@ -124,8 +124,13 @@ def test_failing_checkpoint_cell_rolls_back_everything(notebook: KernelSession) 
     assert "rolled back" in failed.stdout
     state = nb.execute("print(weights.sum(), history, count, 'fresh' in globals())").check()
     assert state.stdout.split() == ["0.0", "[1,", "2]", "3", "False"]
-    ok = nb.execute("%%ft checkpoint\ncount = 5").check()
+    ok = nb.execute("%%ft checkpoint\nimport threading\nguard = threading.Lock()").check()
     assert "committed" in ok.stdout
+    _restart(nb)
+    out = nb.execute("%ft restore").check().stdout  # replays the cell's body, not the magic
+    assert "restored" in out
+    assert "lost" not in out
+    assert nb.execute("print(guard.locked(), count)").check().stdout.split() == ["False", "3"]
 
 
 def test_small_change_beside_big_array_writes_little(notebook: KernelSession) -> None:
