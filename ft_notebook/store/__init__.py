@@ -51,9 +51,8 @@ from ft_notebook.store._maintenance import Retention, collect, delete, newest
 from ft_notebook.store._manifest import FileEntry, Manifest
 from ft_notebook.store._raw import (
     RawCheckpoint,
+    open_first,
     raw_blobs,
-    read_state,
-    read_verified,
     reused_entries,
     state_blob,
 )
@@ -220,32 +219,10 @@ class CheckpointStore:
         """
         run = run_name(run)
         steps = [checked_step(step)] if step is not None else self._steps(run)
-        reasons: builtins.list[str] = []
-        for s in steps:
-            for loc in self._locations:
-                try:
-                    manifest, state = read_state(loc, run, s)
-                except FileNotFoundError:
-                    continue
-                except Damaged as e:
-                    reasons.append(f"step {s} at {loc.url}: {e}")
-                    continue
-                if manifest.has_pickles:
-                    if not allow_pickle:
-                        raise StoreError(
-                            f"Step {s} of run {run!r} holds pickles; pass allow_pickle=True "
-                            f"only for a location you trust."
-                        )
-                    loc.check_private(
-                        "load", run, s, [k for k in manifest.files if k.endswith(".pkl")]
-                    )
-                sizes = {k: e.size for k, e in manifest.files.items()}
-                return RawCheckpoint(
-                    describe(manifest, loc.url), state, sizes, _raw_reader(loc, manifest)
-                )
-        if reasons:
-            raise CheckpointCorrupt(f"No checkpoint of run {run!r} verifies: {'; '.join(reasons)}.")
-        raise self._not_found(run, step)
+        found = open_first(self._locations, run, steps, allow_pickle=allow_pickle)
+        if found is None:
+            raise self._not_found(run, step)
+        return found
 
     def pending(self) -> builtins.list[SaveHandle]:
         """Asynchronous saves being written or queued."""
@@ -505,16 +482,3 @@ class CheckpointStore:
         if step is None or not committed:
             return _errors.no_run(run, urls, self.runs())
         return _errors.no_step(run, step, urls, committed)
-
-
-def _raw_reader(loc: Location, manifest: Manifest) -> Callable[[str], memoryview]:
-    def read(key: str) -> memoryview:
-        try:
-            return read_verified(loc, manifest, key)
-        except Damaged as e:
-            raise CheckpointCorrupt(
-                f"Step {manifest.step} of run {manifest.run!r} at {loc.url}: {e}. Restore "
-                f"an older snapshot."
-            ) from e
-
-    return read

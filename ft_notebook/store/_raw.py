@@ -11,17 +11,17 @@ caller's to interpret. Reads verify each blob against the manifest when it is re
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import xxhash
 
-from ft_notebook.exceptions import StoreError
+from ft_notebook.exceptions import CheckpointCorrupt, StoreError
 from ft_notebook.store._codec import BLOB_KEY, STATE_FORMAT, Blob, Buffer, decode_state
 from ft_notebook.store._location import Location
 from ft_notebook.store._manifest import FileEntry, Manifest
-from ft_notebook.store._reader import Damaged, read_manifest
+from ft_notebook.store._reader import Damaged, describe, read_manifest
 from ft_notebook.store._types import CheckpointInfo
 from ft_notebook.store._values import Malformed, encode
 
@@ -109,3 +109,47 @@ def _check_key(key: str) -> None:
         raise StoreError(
             f"A raw blob key must be '<32 hex digits of its xxh3-128>.pkl' or '.bin', got {key!r}."
         )
+
+
+def open_first(
+    locations: Sequence[Location], run: str, steps: Sequence[int], *, allow_pickle: bool
+) -> RawCheckpoint | None:
+    """The first of ``steps`` whose manifest and state verify at some location; None
+    if none of them exists anywhere. Raises CheckpointCorrupt if some exist but none
+    verifies, StoreError/StoreUnsafe for pickles that may not be read."""
+    reasons: list[str] = []
+    for step in steps:
+        for loc in locations:
+            try:
+                manifest, state = read_state(loc, run, step)
+            except FileNotFoundError:
+                continue
+            except Damaged as e:
+                reasons.append(f"step {step} at {loc.url}: {e}")
+                continue
+            if manifest.has_pickles:
+                if not allow_pickle:
+                    raise StoreError(
+                        f"Step {step} of run {run!r} holds pickles; pass allow_pickle=True "
+                        f"only for a location you trust."
+                    )
+                pickles = [k for k in manifest.files if k.endswith(".pkl")]
+                loc.check_private("load", run, step, pickles)
+            sizes = {k: e.size for k, e in manifest.files.items()}
+            return RawCheckpoint(describe(manifest, loc.url), state, sizes, _reader(loc, manifest))
+    if reasons:
+        raise CheckpointCorrupt(f"No checkpoint of run {run!r} verifies: {'; '.join(reasons)}.")
+    return None
+
+
+def _reader(loc: Location, manifest: Manifest) -> Callable[[str], memoryview]:
+    def read(key: str) -> memoryview:
+        try:
+            return read_verified(loc, manifest, key)
+        except Damaged as e:
+            raise CheckpointCorrupt(
+                f"Step {manifest.step} of run {manifest.run!r} at {loc.url}: {e}. Restore "
+                f"an older snapshot."
+            ) from e
+
+    return read
