@@ -18,7 +18,6 @@ snapshots in the background: the harness waits for that writing after each cell
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -31,49 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _notebooks import NOTEBOOKS
 
-from ft_notebook.testing import KernelSession
-
-HASH_CELL = r"""
-import hashlib as _h, json as _j, pickle as _p, types as _t
-def _ft_h(v, depth=0):
-    try:
-        import numpy as _np
-    except ImportError:
-        _np = None
-    if 'pandas' in __import__('sys').modules:
-        import pandas as _pd
-        if isinstance(v, (_pd.DataFrame, _pd.Series)):
-            data = _pd.util.hash_pandas_object(v, index=True).values.tobytes()
-            cols = list(v.columns) if hasattr(v, 'columns') else [v.name]
-            return 'pd:' + _h.sha256(data + repr(cols).encode()).hexdigest()
-    if hasattr(v, 'detach') and hasattr(v, 'numpy'):
-        v = v.detach().cpu().numpy()
-    if _np is not None and isinstance(v, _np.ndarray):
-        return 'nd:' + _h.sha256(_np.ascontiguousarray(v).tobytes() + repr((v.shape, v.dtype.str)).encode()).hexdigest()
-    if isinstance(v, _t.GeneratorType):
-        return f'gen:{v.gi_code.co_qualname}:{None if v.gi_frame is None else v.gi_frame.f_lasti}'
-    if hasattr(v, 'locked') and callable(v.locked):
-        return f'lock:{v.locked()}'
-    if hasattr(v, 'closed') and hasattr(v, 'mode'):
-        return f'file:{v.name}:{v.mode}:{v.closed or v.tell()}'
-    if isinstance(v, _t.FunctionType):
-        return 'fn:' + _h.sha256(v.__code__.co_code + repr(v.__code__.co_consts).encode()).hexdigest()
-    if hasattr(v, 'state_dict') and depth < 3:
-        return 'sd:' + _ft_h(v.state_dict(), depth + 1)
-    if isinstance(v, dict) and depth < 4:
-        return 'd:' + _h.sha256(repr(sorted((str(k), _ft_h(x, depth + 1)) for k, x in v.items())).encode()).hexdigest()
-    if isinstance(v, (list, tuple)) and depth < 4:
-        return 'l:' + _h.sha256(repr([_ft_h(x, depth + 1) for x in v]).encode()).hexdigest()
-    if hasattr(v, '__dict__') and not isinstance(v, type) and depth < 4:
-        return 'o:' + type(v).__qualname__ + _ft_h(vars(v), depth + 1)
-    try:
-        return 'p:' + _h.sha256(_p.dumps(v)).hexdigest()
-    except Exception:
-        return 'r:' + type(v).__qualname__
-print('FTHASH' + _j.dumps({k: _ft_h(v) for k, v in sorted(globals().items())
-    if not k.startswith('_') and k not in ('In', 'Out', 'exit', 'quit', 'get_ipython')
-    and not isinstance(v, _t.ModuleType)}))
-"""
+from ft_notebook.testing import NAMESPACE_HASHES, KernelSession, parse_hashes
 
 # leaves no name behind: the namespace compared after the restore is the notebook's own
 WAIT_FT = "__import__('ft_notebook.magics').magics.snapshots_of(get_ipython()).session.wait()"
@@ -110,9 +67,8 @@ def _proc(pid: int, file: str, key: str) -> int:
 
 
 def _hashes(kernel: KernelSession) -> dict[str, str]:
-    out = kernel.execute(HASH_CELL, silent=True, timeout=300).check().stdout
-    line = next(x for x in out.splitlines() if x.startswith("FTHASH"))
-    return dict(json.loads(line[len("FTHASH") :]))
+    out = kernel.execute(NAMESPACE_HASHES, silent=True, timeout=300).check().stdout
+    return parse_hashes(out)
 
 
 def _size(path: Path) -> int:

@@ -130,7 +130,20 @@ class Capturer:
                 if entry.fingerprint != previous.fingerprint:
                     changed.append(name)
         changed += [n for n in self.entries if n not in variables]
-        return sorted(changed), sorted(added)
+        return sorted(self._with_dependents(set(changed), variables)), sorted(added)
+
+    def _with_dependents(self, changed: set[str], variables: dict[str, Any]) -> set[str]:
+        """``changed`` and every variable that refers to one of them (an alias, a view,
+        a list holding it): putting back only the first would leave those pointing
+        at the object that is being replaced."""
+        grown = True
+        while grown:
+            grown = False
+            for name, entry in self.entries.items():
+                if name in variables and name not in changed and changed & set(entry.refs):
+                    changed.add(name)
+                    grown = True
+        return changed
 
     def reset(self) -> None:
         """Forget everything: the next capture stores every variable in full."""

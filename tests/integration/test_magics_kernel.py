@@ -9,26 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ft_notebook.testing import KernelSession, poll_for
-
-# Content hashes of every user variable, computed inside the kernel: what "equal" means.
-HASHES = """
-import hashlib, pickle, types
-def _ft_hash(v):
-    if hasattr(v, "detach"):
-        v = v.detach().cpu().numpy()
-    if hasattr(v, "tobytes"):
-        return hashlib.sha256(v.tobytes()).hexdigest() + str(getattr(v, "shape", ""))
-    if hasattr(v, "state_dict"):
-        return _ft_hash_dict(v.state_dict())
-    return hashlib.sha256(pickle.dumps(v)).hexdigest()
-def _ft_hash_dict(d):
-    return {k: _ft_hash(x) for k, x in d.items()}
-_hidden = get_ipython().user_ns_hidden
-print({k: _ft_hash(v) for k, v in sorted(globals().items())
-       if not k.startswith("_") and not (k in _hidden and _hidden[k] is v)
-       and not isinstance(v, types.ModuleType)})
-"""
+from ft_notebook.testing import NAMESPACE_HASHES, KernelSession, parse_hashes, poll_for
 
 
 @pytest.fixture
@@ -61,11 +42,11 @@ def test_every_variable_comes_back_after_sigkill(notebook: KernelSession) -> Non
         "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "model(torch.randn(2, 16)).sum().backward(); opt.step()"
     ).check()
-    before = nb.execute(HASHES, silent=True).check().stdout
+    before = parse_hashes(nb.execute(NAMESPACE_HASHES, silent=True).check().stdout)
     _restart(nb)
     out = nb.execute("%ft restore").check()
     assert "lost" not in out.stdout, out.stdout
-    assert nb.execute(HASHES, silent=True).check().stdout == before
+    assert parse_hashes(nb.execute(NAMESPACE_HASHES, silent=True).check().stdout) == before
     checks = nb.execute(
         "print(alias is big, window.base is not None, "
         "opt.param_groups[0]['params'][0] is model.weight)\n"
@@ -116,6 +97,7 @@ def test_failing_checkpoint_cell_rolls_back_everything(notebook: KernelSession) 
     nb.execute(
         "import numpy as np\nweights = np.zeros(50_000)\nhistory = [1, 2]\ncount = 3"
     ).check()
+    nb.execute("head = weights[:10]\nsame = history").check()  # a view and an alias
     failed = nb.execute(
         "%%ft checkpoint\nweights += 1\nhistory.append(99)\ncount = 4\nfresh = 'new'\n"
         "raise ValueError('bad batch')"
@@ -124,6 +106,9 @@ def test_failing_checkpoint_cell_rolls_back_everything(notebook: KernelSession) 
     assert "rolled back" in failed.stdout
     state = nb.execute("print(weights.sum(), history, count, 'fresh' in globals())").check()
     assert state.stdout.split() == ["0.0", "[1,", "2]", "3", "False"]
+    # what refers to a rolled-back object is rolled back with it, identity included
+    links = nb.execute("print(np.shares_memory(head, weights), same is history, head.sum())")
+    assert links.check().stdout.split() == ["True", "True", "0.0"]
     ok = nb.execute("%%ft checkpoint\nimport threading\nguard = threading.Lock()").check()
     assert "committed" in ok.stdout
     _restart(nb)
