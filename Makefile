@@ -36,6 +36,7 @@ install: $(VENV)/.installed
 labextension: install
 	cd labextension && CI=true jlpm install --immutable >/dev/null && jlpm build
 	jupyter-builder develop --overwrite . >/dev/null
+	jupyter server extension enable --sys-prefix ft_notebook >/dev/null 2>&1
 
 test: labextension
 	cd labextension && jlpm lint && jlpm test

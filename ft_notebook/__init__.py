@@ -90,6 +90,11 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'ft_notebook' has no attribute {name!r}")
 
 
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """The Jupyter server extension of this package: the REST API of the JupyterLab panel."""
+    return [{"module": "ft_notebook.server"}]
+
+
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
     """Where JupyterLab finds the prebuilt front-end extension of this package."""
     return [{"src": "labextension", "dest": "ft-notebook-labextension"}]

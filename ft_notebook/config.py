@@ -56,10 +56,16 @@ class ClusterConfig:
 
 
 @dataclass(frozen=True)
+class ServerConfig:
+    chaos_actions: bool
+
+
+@dataclass(frozen=True)
 class FTConfig:
     data_dir: Path
     events: EventsConfig
     cluster: ClusterConfig
+    server: ServerConfig
 
 
 def load_config() -> FTConfig:
@@ -81,6 +87,7 @@ def load_config() -> FTConfig:
             start_timeout_s=_duration("cluster.start-timeout"),
             connect_timeout_s=_duration("cluster.connect-timeout"),
         ),
+        server=ServerConfig(chaos_actions=_bool("server.chaos-actions")),
     )
 
 
@@ -134,6 +141,13 @@ def _duration(key: str) -> float:
             f"ft-notebook.{key}", value, expected="a positive duration such as '500ms'"
         )
     return float(seconds)
+
+
+def _bool(key: str) -> bool:
+    value = _get(key)
+    if isinstance(value, bool):
+        return value
+    raise ConfigError(f"ft-notebook.{key}", value, allowed=(True, False))
 
 
 def _optional_str(key: str) -> str | None:

@@ -86,3 +86,12 @@ def test_clusters_we_start_leave_malloc_trim_unset() -> None:
         env = _get_env_variables("distributed.nanny.pre-spawn-environ")
     assert "MALLOC_TRIM_THRESHOLD_" not in env
     assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == 65536
+
+
+def test_chaos_actions_are_off_by_default_and_must_be_a_boolean() -> None:
+    assert load_config().server.chaos_actions is False
+    with (
+        dask.config.set({"ft-notebook.server.chaos-actions": "yes"}),
+        pytest.raises(ConfigError, match=r"'yes'; expected one of True, False"),
+    ):
+        load_config()

@@ -1,0 +1,68 @@
+"""The Jupyter server extension: ft_notebook's REST API for the JupyterLab panel.
+
+Routes, under ``<base_url>/ft-notebook/api/`` (see :data:`ROUTES`):
+
+- ``GET clusters``: the user's running clusters, from the registry;
+- ``GET workers?cluster=NAME``: that cluster's workers and their health, asked of its
+  scheduler (503 when it does not answer);
+- ``GET runs``: runs seen in the event journals, with their newest state;
+- ``GET events?topic=T&since=N&limit=M``: a topic's events after ``N``, oldest first;
+- ``GET snapshots?notebook=KEY``: the snapshots of one notebook;
+- ``POST chaos`` ``{"cluster", "action": "kill"|"hang"|"resume", "worker"}``:
+  refused (403) unless ``ft-notebook.server.chaos-actions`` is true.
+
+Every route is authenticated and authorised (resource ``ft_notebook``); the only
+mutation is a POST, which carries XSRF protection when authenticated by cookie. Errors
+are JSON ``{"message", "reason"}`` with 400, 403, 404 or 503. The extension only reads
+journals, the registry and the store: it never imports the session, training or
+serving layers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_server.utils import url_path_join
+
+from ft_notebook.server._handlers import (
+    AUTH_RESOURCE,
+    ChaosHandler,
+    ClustersHandler,
+    EventsHandler,
+    RunsHandler,
+    SnapshotsHandler,
+    WorkersHandler,
+)
+from ft_notebook.server._manager import ResilienceManager
+
+__all__ = ["API_PREFIX", "AUTH_RESOURCE", "ROUTES", "ResilienceManager"]
+
+API_PREFIX = "ft-notebook/api"
+
+#: (path under the server's base URL, handler class, HTTP methods it serves).
+ROUTES: tuple[tuple[str, type[Any], tuple[str, ...]], ...] = (
+    (f"{API_PREFIX}/clusters", ClustersHandler, ("GET",)),
+    (f"{API_PREFIX}/workers", WorkersHandler, ("GET",)),
+    (f"{API_PREFIX}/runs", RunsHandler, ("GET",)),
+    (f"{API_PREFIX}/events", EventsHandler, ("GET",)),
+    (f"{API_PREFIX}/snapshots", SnapshotsHandler, ("GET",)),
+    (f"{API_PREFIX}/chaos", ChaosHandler, ("POST",)),
+)
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "ft_notebook.server"}]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    """Register the routes; the chaos setting is read once, here."""
+    from ft_notebook.config import reload_config
+
+    manager = ResilienceManager(chaos_actions=reload_config().server.chaos_actions)
+    web_app = serverapp.web_app
+    base_url = web_app.settings["base_url"]
+    web_app.settings["ft_notebook_manager"] = manager
+    web_app.add_handlers(
+        ".*$", [(url_path_join(base_url, path), handler) for path, handler, _ in ROUTES]
+    )
+    serverapp.log.info("ft_notebook server extension: %d routes under /%s", len(ROUTES), API_PREFIX)

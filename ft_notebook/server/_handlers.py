@@ -1,0 +1,130 @@
+"""Thin REST handlers over :class:`~ft_notebook.server._manager.ResilienceManager`.
+
+Every handler is a jupyter_server ``APIHandler``: ``@web.authenticated`` turns away a
+request without a user (403 for an API), ``@authorized`` asks the server's authorizer
+for the ``ft_notebook`` resource, and ``APIHandler`` checks XSRF on every POST that
+was authenticated by cookie. An :class:`~._manager.ApiError` becomes its status code
+with a JSON body ``{"message", "reason"}``; so does anything unexpected (as a 500).
+The manager's work (files, a cluster connection) runs in a thread, off the server's
+event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+from ft_notebook.exceptions import ClusterUnreachable, UnsafeName
+from ft_notebook.server._manager import MAX_EVENTS, ApiError, ResilienceManager
+
+#: The resource name the server's authorizer sees for every route of this extension.
+AUTH_RESOURCE = "ft_notebook"
+T = TypeVar("T")
+
+
+class _Handler(APIHandler):
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def manager(self) -> ResilienceManager:
+        manager: ResilienceManager = self.settings["ft_notebook_manager"]
+        return manager
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` in a thread; map what it raises to a status and JSON body."""
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except ApiError as e:
+            raise web.HTTPError(e.status, "%s", e, reason=type(e).__name__) from e
+        except UnsafeName as e:
+            raise web.HTTPError(400, "%s", e, reason="BadRequest") from e
+        except ClusterUnreachable as e:
+            raise web.HTTPError(503, "%s", e, reason="Unavailable") from e
+
+    def reply(self, body: object) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(body, allow_nan=False))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc_info = kwargs.get("exc_info")
+        if exc_info and isinstance(exc_info[1], web.HTTPError) and exc_info[1].args:
+            # APIHandler would show only the format string of our "%s" messages
+            error = exc_info[1]
+            message = (error.log_message or "") % error.args
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"message": message, "reason": error.reason}))
+            return
+        super().write_error(status_code, **kwargs)
+
+
+class ClustersHandler(_Handler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        clusters = await self.call(self.manager.clusters)
+        self.reply([c.to_json() for c in clusters])
+
+
+class WorkersHandler(_Handler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        cluster = self.get_query_argument("cluster", "")
+        workers = await self.call(self.manager.workers, cluster)
+        self.reply([w.to_json() for w in workers])
+
+
+class RunsHandler(_Handler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        runs = await self.call(self.manager.runs)
+        self.reply([r.to_json() for r in runs])
+
+
+class EventsHandler(_Handler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        topic = self.get_query_argument("topic", "")
+        since = self.get_query_argument("since", "0")
+        limit = self.get_query_argument("limit", str(MAX_EVENTS))
+        self.reply(await self.call(self.manager.events, topic, since, limit))
+
+
+class SnapshotsHandler(_Handler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        notebook = self.get_query_argument("notebook", "")
+        snapshots = await self.call(self.manager.snapshots, notebook)
+        self.reply([s.to_json() for s in snapshots])
+
+
+class ChaosHandler(_Handler):
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError as e:
+            raise web.HTTPError(
+                400, "%s", f"The body is not JSON: {e}.", reason="BadRequest"
+            ) from e
+        if not isinstance(body, dict):
+            raise web.HTTPError(
+                400,
+                "%s",
+                'The body must be an object {"cluster", "action", "worker"}.',
+                reason="BadRequest",
+            )
+        done = await self.call(
+            self.manager.chaos, body.get("cluster"), body.get("action"), body.get("worker")
+        )
+        self.reply(done.to_json())

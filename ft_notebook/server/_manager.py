@@ -1,0 +1,261 @@
+"""What the REST API knows, gathered without a server: the manager the handlers wrap.
+
+:class:`ResilienceManager` reads the user's cluster registry, the event journals and
+the snapshot store, and signals workers for chaos drills. It only reads, except for
+:meth:`~ResilienceManager.chaos`, which is refused unless the configuration turned it
+on. Names that arrive from a request (a topic, a notebook key, a cluster, a worker)
+pass :func:`~ft_notebook._paths.checked_name` before they touch a path or a cluster.
+
+Errors are :class:`ApiError`\\ s that carry their HTTP status, so the handlers stay
+thin and this module testable::
+
+    FTError
+     └── ApiError (status)
+          ├── BadRequest   400  a malformed name, topic, number or action
+          ├── Refused      403  chaos actions while they are turned off
+          ├── NotFound     404  no such cluster or worker
+          └── Unavailable  503  the cluster is registered but does not answer
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ft_notebook._journal import journal_path
+from ft_notebook._paths import checked_name, data_dir
+from ft_notebook.events import TOPIC_PREFIX, RunStateChanged, cluster_topic, history, run_topic
+from ft_notebook.exceptions import ClusterError, ClusterUnreachable, FTError, UnsafeName
+from ft_notebook.server._models import (
+    ChaosResultModel,
+    ClusterModel,
+    RunModel,
+    SnapshotModel,
+    WorkerModel,
+)
+
+if TYPE_CHECKING:
+    from ft_notebook.cluster import ClusterInfo
+
+#: Opens a Dask client to a registered cluster; the manager closes it after use.
+Connect = Callable[["ClusterInfo"], Any]
+
+#: The most events one ``events`` call returns; a client pages on with ``since``.
+MAX_EVENTS = 1000
+CHAOS_ACTIONS = ("kill", "hang", "resume")
+CHAOS_CONFIG_KEY = "ft-notebook.server.chaos-actions"
+_RUN_PREFIX = f"{TOPIC_PREFIX}.run."
+
+
+class ApiError(FTError):
+    """A request the API cannot serve; ``status`` is its HTTP status code."""
+
+    status: ClassVar[int] = 500
+
+
+class BadRequest(ApiError):
+    status = 400
+
+
+class Refused(ApiError):
+    status = 403
+
+
+class NotFound(ApiError):
+    status = 404
+
+
+class Unavailable(ApiError):
+    status = 503
+
+
+class ResilienceManager:
+    """Clusters, runs, events and snapshots of the user who runs the Jupyter server.
+
+    Args:
+        chaos_actions: whether :meth:`chaos` may signal workers (config
+            ``ft-notebook.server.chaos-actions``, read once where the server starts).
+        connect: how to open a client to a registered cluster; by default
+            :func:`ft_notebook.cluster.connect` with the cluster's certificate.
+    """
+
+    def __init__(self, *, chaos_actions: bool = False, connect: Connect | None = None) -> None:
+        self.chaos_actions = chaos_actions
+        self._connect = connect or _connect
+
+    def clusters(self) -> list[ClusterModel]:
+        """The user's running clusters, from the registry (dead entries are pruned)."""
+        from ft_notebook.cluster import clusters
+
+        return [
+            ClusterModel(
+                name=info.name,
+                address=info.address,
+                pid=info.pid,
+                started=info.started,
+                gpus=info.gpus,
+                workers=dict(info.workers),
+                dashboard=info.dashboard,
+            )
+            for info in clusters()
+        ]
+
+    def workers(self, cluster: object) -> list[WorkerModel]:
+        """The workers of ``cluster`` and their health, asked of its scheduler."""
+        from ft_notebook.cluster import status
+
+        with self._client(cluster) as client:
+            rows = status(client)
+        return [
+            WorkerModel(
+                name=r.name,
+                address=r.address,
+                state=r.state,
+                pid=r.pid,
+                gpu=r.gpu,
+                heartbeat_age_s=r.heartbeat_age_s,
+                rss=r.rss,
+                memory_limit=r.memory_limit,
+                tasks=r.tasks,
+                restarts=r.restarts,
+                cause=r.cause,
+            )
+            for r in rows
+        ]
+
+    def runs(self) -> list[RunModel]:
+        """Every run that has a journal, with the state of its newest state change."""
+        found = []
+        for path in sorted(self._journal_dir().glob(f"{_RUN_PREFIX}*.jsonl")):
+            name = path.name[len(_RUN_PREFIX) : -len(".jsonl")]
+            try:
+                topic = run_topic(name)
+            except UnsafeName:  # not a journal we wrote; never let it name a path
+                continue
+            state: str | None = None
+            last_seq, updated = 0, 0.0
+            for event in history(topic):
+                last_seq, updated = event.seq, event.time
+                if event.kind == RunStateChanged.kind:
+                    state = str(event.data.get("state"))
+            found.append(RunModel(name, topic, state, last_seq, updated))
+        return found
+
+    def events(self, topic: str, since: str | int = 0, limit: str | int = MAX_EVENTS) -> list[Any]:
+        """Events of ``topic`` after sequence number ``since``, oldest first, at most
+        ``limit`` of them (and never more than :data:`MAX_EVENTS`)."""
+        topic = _name(topic, "event topic")
+        if not topic.startswith(f"{TOPIC_PREFIX}."):
+            raise BadRequest(
+                f"The topic {topic!r} is not an ft_notebook topic: topics start with "
+                f"{TOPIC_PREFIX + '.'!r}, for example {cluster_topic()!r} or "
+                f"{run_topic('NAME')!r}."
+            )
+        after = _count(since, "since")
+        most = min(_count(limit, "limit"), MAX_EVENTS)
+        return [e.to_dict() for e in history(topic, since=after)[:most]]
+
+    def snapshots(self, notebook: str) -> list[SnapshotModel]:
+        """The snapshots of the notebook with key ``notebook``, oldest first."""
+        key = _name(notebook, "notebook key")
+        from ft_notebook.store import CheckpointStore
+
+        rows = []
+        with CheckpointStore(data_dir() / "snapshots", keep=None, publish_events=False) as store:
+            infos = store.list(key)
+        for info in infos:
+            meta = info.metadata
+            rows.append(
+                SnapshotModel(
+                    name=str(meta.get("name", "?")),
+                    step=info.step,
+                    time=info.time,
+                    cell=int(meta.get("cell", 0)),
+                    size=int(meta.get("size", 0)),
+                    variables=tuple(str(v) for v in meta.get("variables", ())),
+                    pinned=info.pinned,
+                )
+            )
+        return rows
+
+    def chaos(self, cluster: object, action: object, worker: object) -> ChaosResultModel:
+        """Kill, hang or resume ``worker`` of ``cluster``, if chaos actions are on."""
+        if not self.chaos_actions:
+            raise Refused(
+                f"Chaos actions are turned off on this server. To allow killing and "
+                f"hanging workers from JupyterLab, set {CHAOS_CONFIG_KEY}: true in your "
+                f"Dask config and restart the Jupyter server."
+            )
+        if action not in CHAOS_ACTIONS:
+            raise BadRequest(f"The chaos action {action!r} is unknown; use one of {CHAOS_ACTIONS}.")
+        target = _name(worker, "worker name")
+        from ft_notebook.cluster import chaos
+
+        do: Callable[[Any, str], chaos.ChaosAction] = {
+            "kill": chaos.kill_worker,
+            "hang": chaos.hang_worker,
+            "resume": chaos.resume_worker,
+        }[str(action)]
+        with self._client(cluster) as client:
+            try:
+                done = do(client, target)
+            except ClusterUnreachable:
+                raise
+            except ClusterError as e:  # no such worker, or none at all
+                raise NotFound(str(e)) from e
+        return ChaosResultModel(
+            str(cluster), str(action), done.signal, done.worker, done.address, done.pid
+        )
+
+    @contextlib.contextmanager
+    def _client(self, cluster: object) -> Iterator[Any]:
+        """A client to the registered cluster named ``cluster``, closed afterwards."""
+        from ft_notebook.cluster import clusters
+
+        name = _name(cluster, "cluster name")
+        running = clusters()
+        info = next((c for c in running if c.name == name), None)
+        if info is None:
+            names = sorted(c.name for c in running)
+            raise NotFound(f"No cluster named {name!r} is running; running clusters: {names}.")
+        try:
+            client = self._connect(info)
+        except ClusterUnreachable as e:
+            raise Unavailable(str(e)) from e
+        try:
+            yield client
+        except (OSError, TimeoutError, ClusterUnreachable) as e:
+            raise Unavailable(
+                f"Cluster {name!r} at {info.address} stopped answering: {e}. See its "
+                f"log {info.log}."
+            ) from e
+        finally:
+            client.close()
+
+    def _journal_dir(self) -> Path:
+        return journal_path(cluster_topic()).parent
+
+
+def _connect(info: ClusterInfo) -> Any:
+    from ft_notebook.cluster import connect
+
+    return connect(info, set_as_default=False)
+
+
+def _name(value: object, what: str) -> str:
+    try:
+        return checked_name(value, what)
+    except UnsafeName as e:
+        raise BadRequest(str(e)) from e
+
+
+def _count(value: str | int, what: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = -1
+    if number < 0:
+        raise BadRequest(f"{what} must be a whole number >= 0, got {value!r}.")
+    return number

@@ -1,0 +1,206 @@
+"""The REST handlers through a real jupyter_server (pytest-jupyter's fixtures)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable, Iterator
+from http.cookies import SimpleCookie
+from pathlib import Path
+from typing import Any
+
+import dask.config
+import psutil
+import pytest
+from jupyter_server.utils import url_path_join
+from tornado.httpclient import HTTPResponse
+from tornado.routing import Router
+
+from ft_notebook._paths import data_dir
+from ft_notebook.cluster._certs import CertPaths
+from ft_notebook.cluster._registry import ClusterInfo, Registry
+from ft_notebook.config import reload_config
+from ft_notebook.events import WorkerLost, publish, run_topic
+from ft_notebook.server import API_PREFIX, ROUTES
+from ft_notebook.server import _handlers as handlers
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+Fetch = Callable[..., Awaitable[HTTPResponse]]
+NO_TOKEN = {"Authorization": ""}
+
+
+@pytest.fixture
+def jp_server_config() -> dict[str, Any]:
+    return {"ServerApp": {"jpserver_extensions": {"ft_notebook.server": True}}}
+
+
+@pytest.fixture(autouse=True)
+def private_data(tmp_path: Path) -> Iterator[Path]:
+    settings = {
+        "ft-notebook.data-dir": str(tmp_path / "data"),
+        "ft-notebook.events.transport": "local",
+    }
+    with dask.config.set(settings):
+        reload_config()
+        yield data_dir()
+    reload_config()
+
+
+async def _call(fetch: Fetch, path: str, method: str, **kw: Any) -> HTTPResponse:
+    if method == "POST":
+        kw.setdefault("body", json.dumps({"cluster": "c", "action": "kill", "worker": "w"}))
+    return await fetch(path, method=method, raise_error=False, **kw)
+
+
+def _registered_patterns(app: Any) -> set[str]:
+    """Every URL pattern of the server's routing table that belongs to our API."""
+    found = set()
+
+    def walk(router: Any) -> None:
+        for rule in getattr(router, "rules", ()):
+            if isinstance(rule.target, Router):
+                walk(rule.target)
+            regex = getattr(rule.matcher, "regex", None)
+            if regex is not None and API_PREFIX in regex.pattern:
+                found.add(regex.pattern)
+
+    walk(app.default_router)
+    walk(app.wildcard_router)
+    return found
+
+
+def test_routes_list_every_handler_and_the_server_registers_exactly_them(
+    jp_serverapp: Any, jp_base_url: str
+) -> None:
+    defined, todo = set(), [handlers._Handler]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            defined.add(sub)
+            todo.append(sub)
+    assert {h for _, h, _ in ROUTES} == defined
+    assert _registered_patterns(jp_serverapp.web_app) == {
+        url_path_join(jp_base_url, path) + "$" for path, _, _ in ROUTES
+    }
+
+
+@pytest.mark.parametrize(("path", "method"), [(p, m) for p, _, ms in ROUTES for m in ms])
+async def test_every_route_rejects_an_unauthenticated_request(
+    jp_fetch: Fetch, path: str, method: str
+) -> None:
+    anonymous = await _call(jp_fetch, path, method, headers=NO_TOKEN)
+    assert anonymous.code == 403
+    assert "application/json" in anonymous.headers["Content-Type"]
+    assert json.loads(anonymous.body).get("reason") != "Refused"  # not our handler's answer
+    # the same request with the token gets through to the handler
+    params = {"topic": "ft-notebook.cluster", "notebook": "nb", "cluster": "none-running"}
+    authenticated = await _call(jp_fetch, path, method, params=params)
+    if method == "GET":
+        assert authenticated.code in (200, 404)
+        if authenticated.code == 404:  # the workers of a cluster that does not run
+            assert json.loads(authenticated.body)["reason"] == "NotFound"
+    else:  # the only POST, chaos, is off by default
+        assert json.loads(authenticated.body)["reason"] == "Refused"
+
+
+async def test_get_routes_answer_json(jp_fetch: Fetch) -> None:
+    publish(WorkerLost("cpu0", "tcp://x"), run_topic("alpha"))
+    publish(WorkerLost("cpu1", "tcp://y"), run_topic("alpha"))
+    clusters = await jp_fetch(API_PREFIX, "clusters")
+    assert json.loads(clusters.body) == []
+    runs = json.loads((await jp_fetch(API_PREFIX, "runs")).body)
+    assert [(r["name"], r["last_seq"]) for r in runs] == [("alpha", 2)]
+    events = await jp_fetch(
+        API_PREFIX, "events", params={"topic": run_topic("alpha"), "since": "1"}
+    )
+    assert [e["data"]["name"] for e in json.loads(events.body)] == ["cpu1"]
+    snapshots = await jp_fetch(API_PREFIX, "snapshots", params={"notebook": "nb-1"})
+    assert json.loads(snapshots.body) == []
+
+
+@pytest.mark.parametrize(
+    ("route", "params"),
+    [
+        ("events", {"topic": "../../etc/passwd"}),
+        ("events", {"topic": "ft-notebook.run.a/b"}),
+        ("events", {}),
+        ("events", {"topic": "ft-notebook.cluster", "since": "-3"}),
+        ("snapshots", {"notebook": "../secrets"}),
+        ("snapshots", {"notebook": ".hidden"}),
+        ("snapshots", {}),
+        ("workers", {"cluster": "../x"}),
+        ("workers", {}),
+    ],
+)
+async def test_bad_names_and_numbers_get_400_with_a_json_message(
+    jp_fetch: Fetch, route: str, params: dict[str, str]
+) -> None:
+    response = await jp_fetch(API_PREFIX, route, params=params, raise_error=False)
+    assert response.code == 400
+    body = json.loads(response.body)
+    assert body["reason"] == "BadRequest"
+    assert body["message"]
+    assert "%s" not in body["message"]
+
+
+async def test_an_unreachable_cluster_is_503_with_a_json_message(
+    jp_fetch: Fetch, private_data: Path
+) -> None:
+    folder = private_data
+    Registry.at(folder).write(  # this process, so it counts as alive; no certificates
+        ClusterInfo(
+            name="lab",
+            address="tls://127.0.0.1:1",
+            pid=os.getpid(),
+            pid_started=psutil.Process().create_time(),
+            started=1.0,
+            owner_uid=os.getuid(),
+            certs=CertPaths(folder / "ca.pem", folder / "cert.pem", folder / "key.pem"),
+            log=str(folder / "cluster.log"),
+        )
+    )
+    listed = json.loads((await jp_fetch(API_PREFIX, "clusters")).body)
+    assert [c["name"] for c in listed] == ["lab"]
+    response = await jp_fetch(API_PREFIX, "workers", params={"cluster": "lab"}, raise_error=False)
+    assert response.code == 503
+    body = json.loads(response.body)
+    assert body["reason"] == "Unavailable"
+    assert "certificates" in body["message"]
+
+
+async def test_chaos_is_refused_by_default(jp_fetch: Fetch) -> None:
+    response = await _call(jp_fetch, f"{API_PREFIX}/chaos", "POST")
+    assert response.code == 403
+    body = json.loads(response.body)
+    assert body["reason"] == "Refused"
+    assert "ft-notebook.server.chaos-actions" in body["message"]
+
+
+async def test_chaos_body_that_is_not_json_is_400(jp_fetch: Fetch) -> None:
+    response = await _call(jp_fetch, f"{API_PREFIX}/chaos", "POST", body="{not json")
+    assert response.code == 400
+
+
+async def test_a_cookie_authenticated_post_needs_xsrf(jp_fetch: Fetch) -> None:
+    # A token-authenticated request makes the server set its login cookie.
+    first = await jp_fetch(API_PREFIX, "clusters")
+    cookies = SimpleCookie()
+    for header in first.headers.get_list("Set-Cookie"):
+        cookies.load(header)
+    [login] = [v for k, v in cookies.items() if k.startswith("username-")]
+    by_cookie = {"Authorization": "", "Cookie": f"{login.key}={login.value}"}
+
+    # the cookie alone authenticates a GET ...
+    assert (await jp_fetch(API_PREFIX, "runs", headers=by_cookie)).code == 200
+    # ... but a POST without the XSRF token is refused before the handler runs
+    forged = await _call(jp_fetch, f"{API_PREFIX}/chaos", "POST", headers=dict(by_cookie))
+    assert forged.code == 403
+    assert "_xsrf" in json.loads(forged.body)["message"]
+    # with a token in the header that matches the _xsrf cookie (which a page of another
+    # origin can neither read nor set), the request reaches the handler, which refuses
+    # chaos for its own reason
+    token = "0123456789abcdef"
+    xsrf = {"Cookie": f"{by_cookie['Cookie']}; _xsrf={token}", "X-XSRFToken": token}
+    reached = await _call(jp_fetch, f"{API_PREFIX}/chaos", "POST", headers={**by_cookie, **xsrf})
+    assert reached.code == 403
+    assert json.loads(reached.body)["reason"] == "Refused"

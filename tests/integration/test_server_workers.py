@@ -1,0 +1,71 @@
+"""The manager's cluster calls against a real LocalCluster (through its connect seam)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dask.config
+import psutil
+import pytest
+from distributed import Client
+
+from ft_notebook._paths import data_dir
+from ft_notebook.cluster._certs import CertPaths
+from ft_notebook.cluster._registry import ClusterInfo, Registry
+from ft_notebook.config import reload_config
+from ft_notebook.server._manager import NotFound, ResilienceManager
+
+
+@pytest.fixture
+def registered(tmp_path: Path) -> Iterator[str]:
+    """A registry entry (for this process) in a data folder of this test alone."""
+    with dask.config.set({"ft-notebook.data-dir": str(tmp_path / "data")}):
+        reload_config()
+        folder = data_dir()
+        Registry.at(folder).write(
+            ClusterInfo(
+                name="lab",
+                address="tls://127.0.0.1:1",
+                pid=os.getpid(),
+                pid_started=psutil.Process().create_time(),
+                started=1.0,
+                owner_uid=os.getuid(),
+                certs=CertPaths(folder / "ca.pem", folder / "cert.pem", folder / "key.pem"),
+                log=str(folder / "cluster.log"),
+            )
+        )
+        yield "lab"
+    reload_config()
+
+
+@pytest.fixture
+def manager(cluster: Any) -> ResilienceManager:
+    """Chaos on; every registered cluster is answered by the LocalCluster fixture."""
+    return ResilienceManager(
+        chaos_actions=True, connect=lambda info: Client(cluster, set_as_default=False)
+    )
+
+
+def test_workers_lists_each_worker_with_its_health(
+    registered: str, manager: ResilienceManager, cluster: Any
+) -> None:
+    rows = [w.to_json() for w in manager.workers(registered)]
+    expected = sorted(str(w.name) for w in cluster.workers.values())
+    assert sorted(r["name"] for r in rows) == expected
+    assert {r["state"] for r in rows} == {"running"}
+    assert all(isinstance(r["pid"], int) and psutil.pid_exists(r["pid"]) for r in rows)
+
+
+def test_chaos_resume_signals_the_named_worker(registered: str, manager: ResilienceManager) -> None:
+    target = manager.workers(registered)[0]
+    done = manager.chaos(registered, "resume", target.name)
+    assert (done.signal, done.worker, done.pid) == ("SIGCONT", target.name, target.pid)
+    assert done.to_json()["cluster"] == registered
+
+
+def test_chaos_on_an_unknown_worker_is_404(registered: str, manager: ResilienceManager) -> None:
+    with pytest.raises(NotFound, match="No worker is named 'w99'"):
+        manager.chaos(registered, "kill", "w99")
