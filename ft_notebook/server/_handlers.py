@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 from jupyter_server.auth.decorator import authorized
@@ -77,7 +78,7 @@ class WorkersHandler(_Handler):
     async def get(self) -> None:
         cluster = self.get_query_argument("cluster", "")
         workers = await self.call(self.manager.workers, cluster)
-        self.reply([w.to_json() for w in workers])
+        self.reply([asdict(w) for w in workers])
 
 
 class RunsHandler(_Handler):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ft_notebook._journal import journal_path
 from ft_notebook._paths import checked_name, data_dir
+from ft_notebook.cluster import WorkerStatus
 from ft_notebook.events import TOPIC_PREFIX, RunStateChanged, cluster_topic, history, run_topic
 from ft_notebook.exceptions import ClusterError, ClusterUnreachable, FTError, UnsafeName
 from ft_notebook.server._models import (
@@ -33,7 +34,6 @@ from ft_notebook.server._models import (
     ClusterModel,
     RunModel,
     SnapshotModel,
-    WorkerModel,
 )
 
 if TYPE_CHECKING:
@@ -102,28 +102,12 @@ class ResilienceManager:
             for info in clusters()
         ]
 
-    def workers(self, cluster: object) -> list[WorkerModel]:
+    def workers(self, cluster: object) -> list[WorkerStatus]:
         """The workers of ``cluster`` and their health, asked of its scheduler."""
         from ft_notebook.cluster import status
 
         with self._client(cluster) as client:
-            rows = status(client)
-        return [
-            WorkerModel(
-                name=r.name,
-                address=r.address,
-                state=r.state,
-                pid=r.pid,
-                gpu=r.gpu,
-                heartbeat_age_s=r.heartbeat_age_s,
-                rss=r.rss,
-                memory_limit=r.memory_limit,
-                tasks=r.tasks,
-                restarts=r.restarts,
-                cause=r.cause,
-            )
-            for r in rows
-        ]
+            return status(client)
 
     def runs(self) -> list[RunModel]:
         """Every run that has a journal, with the state of its newest state change."""

@@ -34,27 +34,6 @@ class ClusterModel:
 
 
 @dataclass(frozen=True)
-class WorkerModel:
-    """One worker of a cluster, keyed by its stable name, as the scheduler sees it."""
-
-    name: str
-    address: str
-    #: "running", "hung", "lost", ... (``lost`` while the name has no live process).
-    state: str
-    pid: int | None = None
-    gpu: str | None = None
-    heartbeat_age_s: float | None = None
-    rss: int | None = None
-    memory_limit: int | None = None
-    tasks: int = 0
-    restarts: int = 0
-    cause: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class RunModel:
     """A training run seen in the journals, with its newest state."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def manager(cluster: Any) -> ResilienceManager:
 def test_workers_lists_each_worker_with_its_health(
     registered: str, manager: ResilienceManager, cluster: Any
 ) -> None:
-    rows = [w.to_json() for w in manager.workers(registered)]
+    rows = [asdict(w) for w in manager.workers(registered)]
     expected = sorted(str(w.name) for w in cluster.workers.values())
     assert sorted(r["name"] for r in rows) == expected
     assert {r["state"] for r in rows} == {"running"}
