@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,26 +14,19 @@ import psutil
 import pytest
 from distributed import Client
 
-from ft_notebook.cluster import cluster, down, status
+from ft_notebook.cluster import status
 from ft_notebook.cluster.chaos import hang_worker, kill_worker, resume_worker
 from ft_notebook.cluster.plugins import control_plane
 from ft_notebook.events import Event, cluster_topic, history
-from ft_notebook.testing import poll_for
+from ft_notebook.testing import poll_for, private_cluster
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # for client.run
 
 
 @pytest.fixture(scope="module")
 def drill() -> Iterator[Client]:
-    name = f"t-drill-{uuid.uuid4().hex[:6]}"
-    client = None
-    try:
-        client = cluster(name=name, workers=2, set_as_default=False)
+    with private_cluster("t-drill") as client:
         yield client
-    finally:
-        if client is not None:
-            client.close()
-        down(name)
 
 
 @pytest.fixture

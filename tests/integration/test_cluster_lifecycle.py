@@ -32,7 +32,7 @@ from ft_notebook.cluster import (
 from ft_notebook.cluster._certs import make_certificates
 from ft_notebook.cluster._spec import cluster_security
 from ft_notebook.config import reload_config
-from ft_notebook.testing import poll_for
+from ft_notebook.testing import poll_for, private_cluster
 
 # The detached workers cannot import this test module: client.run sends its functions
 # by value, as Dask does for functions defined in a notebook. (A task graph is pickled
@@ -50,15 +50,8 @@ def _entry(name: str) -> ClusterInfo:
 
 @pytest.fixture(scope="module")
 def private() -> Iterator[Client]:
-    name = _name("life")
-    client = None
-    try:
-        client = cluster(name=name, workers=2, set_as_default=False)
+    with private_cluster("t-life") as client:
         yield client
-    finally:
-        if client is not None:
-            client.close()
-        down(name)
 
 
 @pytest.fixture(scope="module")
