@@ -206,8 +206,15 @@ class _DaskFanout:
             with self._lock:
                 self._handlers[topic].remove(handler)
                 last = not self._handlers[topic]
+                if last:
+                    del self._handlers[topic]
+                idle = not self._handlers
             if last and self._client.status == "running":
                 self._client.unsubscribe_topic(topic)
+            if idle:  # let the client go: nothing here needs it any more
+                with _FANOUTS_LOCK:
+                    if _FANOUTS.get(self._client.id) is self:
+                        del _FANOUTS[self._client.id]
 
         return detach
 
