@@ -11,6 +11,7 @@ from typing import Any
 import dask.config
 from distributed import Client, LocalCluster
 
+from ft_notebook import _delivery
 from ft_notebook.config import cluster_dask_config
 from ft_notebook.events import (
     Event,
@@ -48,6 +49,7 @@ def test_events_cross_clients_and_outlive_client_and_scheduler(unique_name: str)
             assert writer.submit(_publish_from_worker, topic, pure=False).result() == 4
         poll_for(lambda: len(received) == 4, timeout=15, what="4 events to arrive live")
         sub.close()
+        assert reader.id not in _delivery._FANOUTS  # the last subscription let go of it
         # the scheduler keeps them too, for publishers on other machines
         assert [e.seq for e in history(topic, via=reader)] == [1, 2, 3, 4]
 
