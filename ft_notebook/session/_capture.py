@@ -156,9 +156,14 @@ class Capturer:
         self.known_blobs = set(blob_sizes(capture.entries))
 
     def _named(self, variables: dict[str, Any]) -> dict[int, str]:
+        """id -> variable name, for references between variables. Immutable scalars are
+        left out: Python shares them (small ints, interned strings, True), so a `2` in a
+        list is the very object `x = 2` names, and identity means nothing for them."""
         named: dict[int, str] = {}
         for name in sorted(variables, key=lambda n: (n not in self.entries, n)):
-            named.setdefault(id(variables[name]), name)  # an alias points at the older name
+            value = variables[name]
+            if not isinstance(value, _IMMUTABLE):
+                named.setdefault(id(value), name)  # an alias points at the older name
         return named
 
     def _same_immutable(self, name: str, value: Any) -> bool:

@@ -210,3 +210,17 @@ def test_a_value_coming_back_after_its_blob_was_pruned_is_stored_again(tmp_path:
     nb.run("x = x - 1")  # the very same bytes as the first x
     ns, _ = nb.crash_and_restore()
     np.testing.assert_array_equal(ns["x"], np.arange(100_000.0))
+
+
+def test_a_small_int_elsewhere_does_not_tie_a_list_to_a_variable(tmp_path: Path) -> None:
+    """`x = 2` and a 2 inside a list are the same object in CPython; changing x must not
+    make the list count as changed (nor make it depend on x)."""
+    nb = Notebook(tmp_path)
+    nb.run("records = [{'id': i} for i in range(20_000)]\nx = 1\nflag = True")
+    before = nb.written
+    nb.run("x = 2\nflag = False")
+    assert nb.written - before < 2_000  # two small ints' worth, not the list again
+    ns, report = nb.crash_and_restore()
+    assert not report.lost
+    assert ns["records"][2] == {"id": 2}
+    assert (ns["x"], ns["flag"]) == (2, False)
