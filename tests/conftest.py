@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
+
+from ft_notebook.cluster._certs import CertPaths
+from ft_notebook.cluster._registry import ClusterInfo, Registry
 
 pytest_plugins = ["pytester"]
 
@@ -23,3 +30,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         kind = _KIND_BY_FOLDER.get(folder)
         if kind is not None:
             item.add_marker(kind)
+
+
+@pytest.fixture
+def register_cluster(isolated_data_dir: Path) -> Callable[..., ClusterInfo]:
+    """Write a registry entry that names a live process (by default this test process:
+    ours, never signalled) but whose certificates do not exist, so connecting fails."""
+
+    def register(name: str = "lab", pid: int | None = None, **fields: Any) -> ClusterInfo:
+        folder = isolated_data_dir
+        pid = os.getpid() if pid is None else pid
+        info = ClusterInfo(
+            name=name,
+            address="tls://127.0.0.1:1",
+            pid=pid,
+            pid_started=psutil.Process(pid).create_time() if psutil.pid_exists(pid) else 0.0,
+            started=fields.pop("started", 1234.5),
+            owner_uid=os.getuid(),
+            certs=CertPaths(folder / "no-ca.pem", folder / "no-cert.pem", folder / "no-key.pem"),
+            log=str(folder / "cluster.log"),
+            **fields,
+        )
+        Registry.at(folder).write(info)
+        return info
+
+    return register

@@ -8,9 +8,10 @@ installs ft_notebook gets it. For the whole session it
 - marks the session's processes, and at the end kills every one still alive and
   reports it (ini ``ft_notebook_leaked_processes = fail`` makes that fail the run).
 
-Fixtures: ``ft_data_dir``, ``unique_name``, ``cluster`` (a real ``LocalCluster`` of
-worker processes with nannies and short heartbeats, shared per module), ``client``,
-``kernel`` (a real IPython kernel through jupyter_client).
+Fixtures: ``ft_data_dir``, ``isolated_data_dir`` (one test's own), ``unique_name``,
+``cluster`` (a real ``LocalCluster`` of worker processes with nannies and short
+heartbeats, shared per module), ``client``, ``kernel`` (a real IPython kernel through
+jupyter_client).
 """
 
 from __future__ import annotations
@@ -99,6 +100,27 @@ def ft_data_dir() -> Path:
     from ft_notebook._paths import data_dir
 
     return data_dir()
+
+
+@pytest.fixture
+def isolated_data_dir(tmp_path: Path) -> Iterator[Path]:
+    """A data folder of this test alone (registry, journals, snapshots), with events on
+    the in-process bus; the session's folder is back afterwards."""
+    import dask.config
+
+    from ft_notebook._paths import data_dir
+    from ft_notebook.config import reload_config
+
+    settings = {
+        "ft-notebook.data-dir": str(tmp_path / "data"),
+        "ft-notebook.events.transport": "local",
+    }
+    try:
+        with dask.config.set(settings):
+            reload_config()
+            yield data_dir()
+    finally:
+        reload_config()
 
 
 @pytest.fixture

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
 
-import dask.config
-import psutil
 import pytest
 from jupyter_server.utils import url_path_join
 from tornado.httpclient import HTTPResponse
 from tornado.routing import Router
 
-from ft_notebook._paths import data_dir
-from ft_notebook.cluster._certs import CertPaths
-from ft_notebook.cluster._registry import ClusterInfo, Registry
-from ft_notebook.config import reload_config
 from ft_notebook.events import WorkerLost, publish, run_topic
 from ft_notebook.server import API_PREFIX, ROUTES
 from ft_notebook.server import _handlers as handlers
@@ -36,15 +29,8 @@ def jp_server_config() -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True)
-def private_data(tmp_path: Path) -> Iterator[Path]:
-    settings = {
-        "ft-notebook.data-dir": str(tmp_path / "data"),
-        "ft-notebook.events.transport": "local",
-    }
-    with dask.config.set(settings):
-        reload_config()
-        yield data_dir()
-    reload_config()
+def private_data(isolated_data_dir: Path) -> Path:
+    return isolated_data_dir
 
 
 async def _call(fetch: Fetch, path: str, method: str, **kw: Any) -> HTTPResponse:
@@ -144,21 +130,9 @@ async def test_bad_names_and_numbers_get_400_with_a_json_message(
 
 
 async def test_an_unreachable_cluster_is_503_with_a_json_message(
-    jp_fetch: Fetch, private_data: Path
+    jp_fetch: Fetch, register_cluster: Callable[..., Any]
 ) -> None:
-    folder = private_data
-    Registry.at(folder).write(  # this process, so it counts as alive; no certificates
-        ClusterInfo(
-            name="lab",
-            address="tls://127.0.0.1:1",
-            pid=os.getpid(),
-            pid_started=psutil.Process().create_time(),
-            started=1.0,
-            owner_uid=os.getuid(),
-            certs=CertPaths(folder / "ca.pem", folder / "cert.pem", folder / "key.pem"),
-            log=str(folder / "cluster.log"),
-        )
-    )
+    register_cluster("lab")  # this process, so it counts as alive; no certificates
     listed = json.loads((await jp_fetch(API_PREFIX, "clusters")).body)
     assert [c["name"] for c in listed] == ["lab"]
     response = await jp_fetch(API_PREFIX, "workers", params={"cluster": "lab"}, raise_error=False)

@@ -2,44 +2,21 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
-import dask.config
 import psutil
 import pytest
 from distributed import Client
 
-from ft_notebook._paths import data_dir
-from ft_notebook.cluster._certs import CertPaths
-from ft_notebook.cluster._registry import ClusterInfo, Registry
-from ft_notebook.config import reload_config
 from ft_notebook.server._manager import NotFound, ResilienceManager
 
 
 @pytest.fixture
-def registered(tmp_path: Path) -> Iterator[str]:
+def registered(register_cluster: Callable[..., Any]) -> str:
     """A registry entry (for this process) in a data folder of this test alone."""
-    with dask.config.set({"ft-notebook.data-dir": str(tmp_path / "data")}):
-        reload_config()
-        folder = data_dir()
-        Registry.at(folder).write(
-            ClusterInfo(
-                name="lab",
-                address="tls://127.0.0.1:1",
-                pid=os.getpid(),
-                pid_started=psutil.Process().create_time(),
-                started=1.0,
-                owner_uid=os.getuid(),
-                certs=CertPaths(folder / "ca.pem", folder / "cert.pem", folder / "key.pem"),
-                log=str(folder / "cluster.log"),
-            )
-        )
-        yield "lab"
-    reload_config()
+    return register_cluster("lab").name
 
 
 @pytest.fixture

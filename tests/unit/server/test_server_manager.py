@@ -5,17 +5,12 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import dask.config
-import psutil
 import pytest
 
-from ft_notebook._paths import data_dir
-from ft_notebook.cluster._certs import CertPaths
-from ft_notebook.cluster._registry import ClusterInfo, Registry
-from ft_notebook.config import reload_config
 from ft_notebook.events import (
     RunState,
     RunStateChanged,
@@ -36,43 +31,16 @@ from ft_notebook.store import CheckpointStore
 BAD_NAMES = ["../etc", "a/b", "", ".hidden", "x" * 200, "a..b"]
 
 
-@pytest.fixture
-def private_data(tmp_path: Path) -> Iterator[Path]:
-    """A data folder of this test alone (registry, journals, snapshots)."""
-    settings = {
-        "ft-notebook.data-dir": str(tmp_path / "data"),
-        "ft-notebook.events.transport": "local",
-    }
-    with dask.config.set(settings):
-        reload_config()
-        yield data_dir()
-    reload_config()
+WORKERS = {"workers": {"cpu0": 11, "cpu1": 12}, "gpus": ("GPU-1",)}
 
 
-def _register(folder: Path, name: str, pid: int) -> ClusterInfo:
-    """A registry entry for ``pid`` (the test process: alive, ours, never signalled)."""
-    started = psutil.Process(pid).create_time() if psutil.pid_exists(pid) else 0.0
-    info = ClusterInfo(
-        name=name,
-        address="tls://127.0.0.1:1",
-        pid=pid,
-        pid_started=started,
-        started=1234.5,
-        owner_uid=os.getuid(),
-        certs=CertPaths(folder / "no-ca.pem", folder / "no-cert.pem", folder / "no-key.pem"),
-        log=str(folder / "cluster.log"),
-        workers={"cpu0": 11, "cpu1": 12},
-        gpus=("GPU-1",),
-    )
-    Registry.at(folder).write(info)
-    return info
-
-
-def test_clusters_lists_live_registry_entries_only(private_data: Path) -> None:
+def test_clusters_lists_live_registry_entries_only(
+    isolated_data_dir: Path, register_cluster: Callable[..., Any]
+) -> None:
     manager = ResilienceManager()
     assert manager.clusters() == []
-    _register(private_data, "alive", os.getpid())
-    _register(private_data, "dead", 2**22 + 7)  # beyond pid_max on most systems: no process
+    register_cluster("alive", os.getpid(), **WORKERS)
+    register_cluster("dead", 2**22 + 7, **WORKERS)  # beyond pid_max on most systems: no process
     [only] = manager.clusters()
     assert only.to_json() == {
         "name": "alive",
@@ -85,7 +53,7 @@ def test_clusters_lists_live_registry_entries_only(private_data: Path) -> None:
     }
 
 
-def test_runs_carry_the_newest_state_from_their_journal(private_data: Path) -> None:
+def test_runs_carry_the_newest_state_from_their_journal(isolated_data_dir: Path) -> None:
     manager = ResilienceManager()
     assert manager.runs() == []
     publish(RunStateChanged(RunState.RUNNING, RunState.PENDING), run_topic("alpha"))
@@ -102,14 +70,14 @@ def test_runs_carry_the_newest_state_from_their_journal(private_data: Path) -> N
     assert runs["beta"].to_json()["last_seq"] == 1
 
 
-def test_runs_skip_journal_files_with_unsafe_names(private_data: Path) -> None:
-    folder = private_data / "journal"
+def test_runs_skip_journal_files_with_unsafe_names(isolated_data_dir: Path) -> None:
+    folder = isolated_data_dir / "journal"
     folder.mkdir(mode=0o700)
     (folder / "ft-notebook.run...sneaky.jsonl").write_text("")
     assert ResilienceManager().runs() == []
 
 
-def test_events_after_since_and_at_most_limit(private_data: Path) -> None:
+def test_events_after_since_and_at_most_limit(isolated_data_dir: Path) -> None:
     topic = run_topic("gamma")
     for i in range(5):
         publish(WorkerLost(f"w{i}", "tcp://x"), topic)
@@ -131,15 +99,15 @@ def test_events_after_since_and_at_most_limit(private_data: Path) -> None:
     ],
 )
 def test_events_reject_bad_input_with_400(
-    private_data: Path, topic: str, since: str, limit: str
+    isolated_data_dir: Path, topic: str, since: str, limit: str
 ) -> None:
     with pytest.raises(BadRequest) as caught:
         ResilienceManager().events(topic, since, limit)
     assert caught.value.status == 400
 
 
-def test_snapshots_are_described_by_their_manifests(private_data: Path) -> None:
-    with CheckpointStore(private_data / "snapshots", keep=None, publish_events=False) as store:
+def test_snapshots_are_described_by_their_manifests(isolated_data_dir: Path) -> None:
+    with CheckpointStore(isolated_data_dir / "snapshots", keep=None, publish_events=False) as store:
         for step, (name, cell) in enumerate([("auto", 3), ("before-train", 7)], start=1):
             meta = {"name": name, "cell": cell, "size": 10 * step, "variables": ["a", "b"]}
             store.save("nb-0123abcd", step, {"x": step}, metadata=meta, pin=name != "auto")
@@ -155,14 +123,16 @@ def test_snapshots_are_described_by_their_manifests(private_data: Path) -> None:
 
 
 @pytest.mark.parametrize("key", BAD_NAMES)
-def test_snapshots_reject_path_like_keys_with_400(private_data: Path, key: str) -> None:
+def test_snapshots_reject_path_like_keys_with_400(isolated_data_dir: Path, key: str) -> None:
     with pytest.raises(BadRequest):
         ResilienceManager().snapshots(key)
-    assert not (private_data / "etc").exists()
+    assert not (isolated_data_dir / "etc").exists()
 
 
-def test_chaos_is_refused_unless_turned_on(private_data: Path) -> None:
-    _register(private_data, "alive", os.getpid())
+def test_chaos_is_refused_unless_turned_on(
+    isolated_data_dir: Path, register_cluster: Callable[..., Any]
+) -> None:
+    register_cluster("alive", os.getpid(), **WORKERS)
     with pytest.raises(Refused, match=re.escape("ft-notebook.server.chaos-actions")) as caught:
         ResilienceManager().chaos("alive", "kill", "cpu0")
     assert caught.value.status == 403
@@ -179,45 +149,52 @@ def test_chaos_is_refused_unless_turned_on(private_data: Path) -> None:
     ],
 )
 def test_chaos_rejects_bad_input_with_400(
-    private_data: Path, cluster: object, action: object, worker: object
+    isolated_data_dir: Path, cluster: object, action: object, worker: object
 ) -> None:
     with pytest.raises(BadRequest):
         ResilienceManager(chaos_actions=True).chaos(cluster, action, worker)
 
 
-def test_chaos_on_an_unknown_cluster_is_404(private_data: Path) -> None:
+def test_chaos_on_an_unknown_cluster_is_404(isolated_data_dir: Path) -> None:
     with pytest.raises(NotFound, match="No cluster named 'nope'"):
         ResilienceManager(chaos_actions=True).chaos("nope", "kill", "cpu0")
 
 
-def test_chaos_on_an_unreachable_cluster_is_503(private_data: Path) -> None:
-    _register(private_data, "alive", os.getpid())  # registered, but its certificates are gone
+def test_chaos_on_an_unreachable_cluster_is_503(
+    isolated_data_dir: Path, register_cluster: Callable[..., Any]
+) -> None:
+    register_cluster("alive", os.getpid(), **WORKERS)  # registered, but its certificates are gone
     with pytest.raises(Unavailable, match="certificates") as caught:
         ResilienceManager(chaos_actions=True).chaos("alive", "hang", "cpu0")
     assert caught.value.status == 503
 
 
-def test_workers_of_an_unknown_cluster_is_404(private_data: Path) -> None:
+def test_workers_of_an_unknown_cluster_is_404(isolated_data_dir: Path) -> None:
     with pytest.raises(NotFound, match="No cluster named 'nope'"):
         ResilienceManager().workers("nope")
 
 
 @pytest.mark.parametrize("name", BAD_NAMES)
-def test_workers_reject_path_like_cluster_names_with_400(private_data: Path, name: str) -> None:
+def test_workers_reject_path_like_cluster_names_with_400(
+    isolated_data_dir: Path, name: str
+) -> None:
     with pytest.raises(BadRequest):
         ResilienceManager().workers(name)
 
 
-def test_workers_of_an_unreachable_cluster_is_503(private_data: Path) -> None:
-    _register(private_data, "alive", os.getpid())  # registered, but its certificates are gone
+def test_workers_of_an_unreachable_cluster_is_503(
+    isolated_data_dir: Path, register_cluster: Callable[..., Any]
+) -> None:
+    register_cluster("alive", os.getpid(), **WORKERS)  # registered, but its certificates are gone
     with pytest.raises(Unavailable, match="certificates"):
         ResilienceManager().workers("alive")
 
 
 def test_a_cluster_that_stops_answering_is_503_and_its_client_is_closed(
-    private_data: Path,
+    isolated_data_dir: Path,
+    register_cluster: Callable[..., Any],
 ) -> None:
-    _register(private_data, "alive", os.getpid())
+    register_cluster("alive", os.getpid(), **WORKERS)
 
     class Dropped:
         closed = False
