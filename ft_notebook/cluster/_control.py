@@ -19,8 +19,8 @@ the notebook kernel. It
   between workers (addresses, step numbers, flags); they are bytes that consumers
   must never unpickle or execute, because the store has no authentication.
 
-Other plugins find it with :func:`control_plane`; nothing here knows about training
-or serving. Hooks never raise into the scheduler: failures are logged.
+Other plugins find it with :func:`control_plane` and follow membership with
+:meth:`ControlPlane.add_listener`; nothing here knows about training or serving. Hooks never raise into the scheduler: failures are logged.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from distributed.comm.addressing import get_address_host
@@ -84,6 +85,10 @@ class Member:
     restarts: int = 0
 
 
+#: Called as listener(kind, name, address, cause) with kind "joined", "lost" or "hung".
+Listener = Callable[[str, str, str, str], None]
+
+
 class ControlPlane(SchedulerPlugin):
     """Membership, heartbeat watchdog, holds and rendezvous store of one scheduler."""
 
@@ -116,6 +121,7 @@ class ControlPlane(SchedulerPlugin):
         self._store: Rendezvous | None = None
         self._store_lock: asyncio.Lock | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.listeners: list[Listener] = []
 
     def __getstate__(self) -> dict[str, Any]:  # travels to a scheduler before start()
         return {
@@ -153,7 +159,8 @@ class ControlPlane(SchedulerPlugin):
         if self._store is not None:
             store, self._store = self._store, None
             del store.store
-            store.sock.close()
+            with contextlib.suppress(OSError):  # the TCPStore may have closed it already
+                store.sock.close()
 
     # ---- membership
 
@@ -166,6 +173,7 @@ class ControlPlane(SchedulerPlugin):
             WorkerJoined(name=member.name, address=worker, pid=member.pid, gpu=member.gpu),
             member.name,
         )
+        self._tell("joined", member.name, worker, "")
 
     def remove_worker(self, scheduler: Any, worker: str, *, stimulus_id: str, **kw: Any) -> None:
         name = self._names.pop(worker, None)
@@ -178,6 +186,23 @@ class ControlPlane(SchedulerPlugin):
             member.state, member.cause, member.lost_at = MemberState.LOST, cause, time.time()
             self._forget_old_lost()
         self._publish(WorkerLost(name=name, address=worker, cause=cause), name)
+        self._tell("lost", name, worker, cause)
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener`` on every join, loss and hang (on the scheduler's loop)."""
+        if listener not in self.listeners:
+            self.listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+
+    def _tell(self, kind: str, name: str, address: str, cause: str) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(kind, name, address, cause)
+            except Exception:
+                logger.exception("a membership listener failed on %s of %s", kind, name)
 
     def _track(self, ws: Any) -> Member:
         name = str(ws.name)
@@ -255,6 +280,7 @@ class ControlPlane(SchedulerPlugin):
                 WorkerHung(name=name, address=address, heartbeat_age_s=round(age, 3)), name
             )
             hung.append(name)
+            self._tell("hung", name, address, cause)
             if self.evict_hung:
                 self._spawn(self.evict(address))
         return hung

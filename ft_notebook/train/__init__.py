@@ -1,11 +1,29 @@
-"""Elastic data-parallel training on Dask (``ft.fit``), built piece by piece.
+"""Elastic data-parallel training on Dask that survives the loss of workers (``ft.fit``).
 
-Here so far: :mod:`._sharding`, the data plan that keeps every sample used exactly
-once per epoch whatever happens to the workers.
+Data flow: :func:`fit` (kernel) checks the spec and hands it to the
+:class:`~._coordinator.RunCoordinator` (a SchedulerPlugin), which starts one
+:mod:`rank actor <._rank>` per worker and tells them, generation by generation, who
+trains together (:mod:`._protocol`). Ranks train in standalone process groups
+(:mod:`._groups`) on the arithmetic of :mod:`._trainer`, taking their samples from
+:mod:`._sharding`, and report back through the scheduler's event log. A
+:class:`Run` in any kernel follows the coordinator's record.
 """
 
 from __future__ import annotations
 
+from ft_notebook.train._run import Run, attach, fit, format_run, runs
 from ft_notebook.train._sharding import DataCursor, Shard, advance, epoch_order, sample_rng, shard
 
-__all__ = ["DataCursor", "Shard", "advance", "epoch_order", "sample_rng", "shard"]
+__all__ = [
+    "DataCursor",
+    "Run",
+    "Shard",
+    "advance",
+    "attach",
+    "epoch_order",
+    "fit",
+    "format_run",
+    "runs",
+    "sample_rng",
+    "shard",
+]

@@ -1,0 +1,568 @@
+"""The run coordinator: a SchedulerPlugin that drives every training run of a cluster.
+
+It lives in the scheduler, so a run goes on when the notebook kernel that started it
+dies. It starts one rank actor per worker, decides the generations (which workers
+train together, and how their group is made), and keeps the run's record: state,
+step, history, recoveries, errors. It learns of deaths and hangs from the control
+plane's membership listener, and of everything else from the ranks' reports.
+
+Recovery (see :mod:`._protocol`): a single lost rank of a generation whose survivor
+groups are ready takes the fast path (``survive``: no rendezvous); anything else, or
+the fast path turned off, forms a new group. Fewer than ``min_workers`` survivors park
+the ranks (STALLED) until workers come back. A worker that joins warms up first and
+is admitted by a new generation once it is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.protocol.pickle import dumps
+
+from ft_notebook.cluster.plugins import control_plane
+from ft_notebook.events import (
+    Health,
+    HealthChanged,
+    RecoveryCompleted,
+    RunState,
+    RunStateChanged,
+    publish,
+    run_topic,
+)
+from ft_notebook.train import _rank
+from ft_notebook.train._protocol import REPORT_TOPIC, Plan, Report
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_NAME = "ft-notebook-runs"
+_HISTORY_MAX = 2000
+
+
+@dataclass
+class Options:
+    min_workers: int = 1
+    max_workers: int | None = None
+    fast_recovery: bool = True
+    warmup_timeout_s: float = 300.0
+    #: A step that has not advanced for max(stall_min_s, stall_factor x the median
+    #: step time) is a hang; the first steps get first_steps_floor_s.
+    stall_factor: float = 30.0
+    stall_min_s: float = 10.0
+    first_steps_floor_s: float = 300.0
+    total_steps: int = 0
+
+
+@dataclass
+class Record:
+    name: str
+    spec: bytes
+    options: Options
+    state: RunState = RunState.PENDING
+    health: Health = Health.HEALTHY
+    plan: Plan | None = None
+    actors: dict[str, str] = field(default_factory=dict)  # worker name -> address
+    ready: set[str] = field(default_factory=set)
+    synced: dict[int, set[str]] = field(default_factory=dict)
+    prepared: dict[int, set[str]] = field(default_factory=dict)
+    step: int = 0
+    highest_step: int = 0
+    epoch: int = 0
+    loss: float | str | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    history_every: int = 1
+    recoveries: list[dict[str, Any]] = field(default_factory=list)
+    pending: dict[str, Any] | None = None
+    errors: dict[str, dict[str, str]] = field(default_factory=dict)
+    notes: list[dict[str, Any]] = field(default_factory=list)  # nonfinite, rollback, checkpoints
+    checkpoint: int | None = None
+    lagging: bool = False
+    nonfinite: int = 0
+    started_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    last_advance: float = field(default_factory=time.time)
+    step_times: list[float] = field(default_factory=list)
+    target_world: int = 0
+    world: int = 0  # the world size of the newest generation that trained
+    reason: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.state.finished
+
+    def info(self) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "health": self.health.value,
+            "reason": self.reason,
+            "step": self.step,
+            "total_steps": self.options.total_steps,
+            "epoch": self.epoch,
+            "loss": self.loss,
+            "world_size": self.world,
+            "members": list(plan.members) if plan is not None else [],
+            "generation": plan.gen if plan is not None else 0,
+            "history": list(self.history),
+            "recoveries": list(self.recoveries),
+            "errors": dict(self.errors),
+            "notes": list(self.notes[-200:]),
+            "checkpoint": self.checkpoint,
+            "lagging": self.lagging,
+            "nonfinite": self.nonfinite,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+
+class RunCoordinator(SchedulerPlugin):
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def __init__(self) -> None:
+        self.scheduler: Any = None
+        self.runs: dict[str, Record] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._watch: asyncio.Task[None] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    async def start(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+        self.control = control_plane(scheduler)
+        self.control.add_listener(self.on_membership)
+        self._watch = asyncio.ensure_future(self._watchdog())
+
+    async def close(self) -> None:
+        self.control.remove_listener(self.on_membership)
+        if self._watch is not None:
+            self._watch.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+
+    # ---- API (through Client.run_on_scheduler)
+
+    def submit(self, name: str, spec: bytes, options: Options) -> dict[str, Any]:
+        existing = self.runs.get(name)
+        if existing is not None and not existing.finished:
+            from ft_notebook.exceptions import TrainingError
+
+            raise TrainingError(
+                f"A run named {name!r} is already {existing.state.value} on this cluster. "
+                f"Attach to it with ft.attach({name!r}), or pick another name."
+            )
+        record = Record(name, spec, options)
+        self.runs[name] = record
+        self.control.hold(f"run:{name}")
+        self._spawn(self._launch(record))
+        return record.info()
+
+    def cancel(self, name: str) -> dict[str, Any]:
+        record = self._get(name)
+        if not record.finished:
+            self._finish(record, RunState.CANCELLED, "cancelled by the user")
+        return record.info()
+
+    def info(self, name: str) -> dict[str, Any]:
+        return self._get(name).info()
+
+    def _get(self, name: str) -> Record:
+        record = self.runs.get(name)
+        if record is None:
+            from ft_notebook.exceptions import TrainingError
+
+            raise TrainingError(
+                f"No run named {name!r} on this cluster (runs here: {sorted(self.runs)})."
+            )
+        return record
+
+    # ---- launch and plans
+
+    def _workers(self) -> dict[str, str]:
+        """Running workers: name -> address, in name order."""
+        found = {str(ws.name): addr for addr, ws in self.scheduler.workers.items()}
+        return dict(sorted(found.items(), key=lambda kv: _name_key(kv[0])))
+
+    async def _launch(self, record: Record) -> None:
+        await self.control.rendezvous_store()
+        workers = list(self._workers().items())
+        limit = record.options.max_workers or len(workers)
+        chosen = workers[:limit]
+        record.target_world = len(chosen)
+        await asyncio.gather(*(self._start_actor(record, n, a, first=True) for n, a in chosen))
+        deadline = time.time() + record.options.warmup_timeout_s
+        while not record.finished and time.time() < deadline:
+            if record.ready >= set(record.actors):
+                break
+            await asyncio.sleep(0.02)
+        if record.finished:
+            return
+        ready = [n for n in record.actors if n in record.ready]
+        if not ready:
+            self._finish(record, RunState.FAILED, "no worker finished warming up in time")
+            return
+        self._set_state(record, RunState.RUNNING, f"{len(ready)} workers")
+        self._new_plan(record, ready, how="form")
+
+    async def _start_actor(self, record: Record, name: str, address: str, first: bool) -> None:
+        record.actors[name] = address
+        try:
+            await self._call(address, _rank.start_rank, record.spec, record.name, name, first)
+        except Exception as e:
+            record.actors.pop(name, None)
+            logger.warning("could not start a rank of %s on %s: %s", record.name, name, e)
+
+    def _new_plan(
+        self, record: Record, members: list[str], how: str, lost: str | None = None, stop: str = ""
+    ) -> Plan:
+        old = record.plan
+        host, port = self.control._store.host, self.control._store.port  # started below
+        plan = Plan(
+            run=record.name,
+            gen=(old.gen if old is not None else 0) + 1,
+            members=tuple(members),
+            store=(host, port),
+            how=how,
+            base=old.gen if old is not None and how == "survive" else None,
+            lost=lost,
+            stop=stop,
+        )
+        record.plan = plan
+        if not stop:
+            record.world = len(plan.members)
+        for name, address in list(record.actors.items()):
+            self._spawn(self._deliver(record, name, address, plan))
+        return plan
+
+    async def _deliver(self, record: Record, name: str, address: str, plan: Plan) -> None:
+        with contextlib.suppress(Exception):
+            await self._call(address, _rank.deliver, record.name, plan.to_wire())
+
+    async def _call(self, address: str, fn: Any, *args: Any) -> Any:
+        result = await self.scheduler.broadcast(
+            msg={"op": "run", "function": dumps(fn), "args": dumps(args), "kwargs": dumps({})},
+            workers=[address],
+            on_error="return",
+        )
+        out = result.get(address)
+        if isinstance(out, dict) and out.get("status") == "OK":
+            return out.get("result")
+        raise RuntimeError(f"calling {getattr(fn, '__name__', fn)} on {address}: {out!r}")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                logger.error("run coordinator task failed", exc_info=t.exception())
+
+        task.add_done_callback(done)
+
+    # ---- membership (from the control plane)
+
+    def on_membership(self, kind: str, name: str, address: str, cause: str) -> None:
+        for record in list(self.runs.values()):
+            if record.finished:
+                continue
+            if kind in ("lost", "hung"):
+                if record.actors.get(name) == address:
+                    del record.actors[name]
+                    record.ready.discard(name)
+                    self._lost(record, [name], cause or f"worker {kind}")
+            elif kind == "joined" and name not in record.actors:
+                limit = record.options.max_workers
+                if limit is None or len(record.actors) < limit:
+                    self._spawn(self._start_actor(record, name, address, first=False))
+
+    def _lost(self, record: Record, names: list[str], cause: str) -> None:
+        plan = record.plan
+        if plan is None or plan.stop or not set(names) & set(plan.members):
+            return
+        survivors = [m for m in plan.members if m not in names and m in record.actors]
+        now = time.time()
+        if record.pending is None:
+            record.pending = {
+                "cause": f"{', '.join(names)}: {cause}",
+                "detected_at": now,
+                "workers_before": len(plan.members),
+                "highest_step": record.highest_step,
+                "lost": list(names),
+            }
+        else:  # a loss during recovery: one recovery, more causes
+            record.pending["cause"] += f"; {', '.join(names)}: {cause}"
+            record.pending["lost"] += list(names)
+        self._set_health(record, Health.DEGRADED, record.pending["cause"])
+        if len(survivors) < record.options.min_workers:
+            self._set_state(
+                record, RunState.STALLED,
+                f"{len(survivors)} worker(s) left, min_workers={record.options.min_workers}",
+            )
+            self._new_plan(record, [], how="form")
+            return
+        self._set_state(record, RunState.RECOVERING, record.pending["cause"])
+        prepared = record.prepared.get(plan.gen, set())
+        fast = (
+            record.options.fast_recovery
+            and len(names) == 1
+            and prepared >= set(plan.members) - set(names)
+            and record.synced.get(plan.gen, set()) >= set(plan.members) - set(names)
+        )
+        self._new_plan(record, survivors, how="survive" if fast else "form", lost=names[0])
+
+    def _admit(self, record: Record) -> None:
+        """Ready workers not in the generation join it (at the next step boundary)."""
+        plan = record.plan
+        if plan is None or plan.stop or record.finished:
+            return
+        waiting = [n for n in record.actors if n in record.ready and n not in plan.members]
+        if not waiting:
+            return
+        members = sorted(
+            [m for m in plan.members if m in record.actors] + waiting, key=_name_key
+        )
+        if len(members) < record.options.min_workers:
+            return
+        if record.state is RunState.STALLED:
+            self._set_state(record, RunState.RECOVERING, f"{len(members)} workers back")
+        self._new_plan(record, members, how="form")
+
+    # ---- reports (from the ranks, through the event log)
+
+    def log_event(self, topic: str, msg: Any) -> None:
+        if topic != REPORT_TOPIC or not isinstance(msg, dict):
+            return
+        report = Report.from_wire(msg)
+        record = self.runs.get(report.run)
+        if record is None or record.finished:
+            return
+        try:
+            self._on_report(record, report)
+        except Exception:
+            logger.exception("could not handle the report %r", report)
+
+    def _on_report(self, record: Record, r: Report) -> None:
+        record.highest_step = max(record.highest_step, r.step)
+        plan = record.plan
+        kind = r.kind
+        if kind == "ready":
+            record.ready.add(r.name)
+            if plan is not None:
+                self._admit(record)
+        elif kind == "synced":
+            record.synced.setdefault(r.gen, set()).add(r.name)
+            record.step = max(record.step, r.step)
+            if plan is not None and r.gen == plan.gen and record.synced[r.gen] >= set(plan.members):
+                record.last_advance = time.time()
+                if record.pending is None:
+                    if record.state is not RunState.RUNNING:
+                        self._set_state(record, RunState.RUNNING, f"{len(plan.members)} workers")
+                    self._update_health(record)
+        elif kind == "prepared":
+            record.prepared.setdefault(r.gen, set()).add(r.name)
+        elif kind == "progress":
+            self._progress(record, r)
+        elif kind == "resumed":
+            self._resumed(record, r)
+        elif kind == "nonfinite":
+            record.nonfinite += 1
+            record.notes.append({"kind": kind, "time": r.time, "step": r.data.get("at_step")})
+        elif kind in ("rollback", "checkpoint-failed"):
+            record.notes.append({"kind": kind, "time": r.time, **r.data})
+            if kind == "checkpoint-failed":
+                record.lagging = True
+        elif kind == "checkpoint":
+            record.checkpoint = r.data.get("checkpoint_step")
+            record.lagging = False
+        elif kind == "peer-failed":
+            if plan is not None and r.gen == plan.gen:
+                # a collective failed before the control plane heard of a loss: give the
+                # loss a moment to arrive, else form the same members again
+                asyncio.get_running_loop().call_later(0.5, self._reform_if_stuck, record, plan.gen)
+        elif kind == "done":
+            record.step = r.step
+            if r.data.get("checkpoint") is not None:
+                record.checkpoint = r.data["checkpoint"]
+            self._finish(record, RunState.COMPLETED, f"{r.step} steps")
+        elif kind == "error":
+            record.errors[r.name] = {
+                "error": str(r.data.get("error", "")),
+                "traceback": str(r.data.get("traceback", "")),
+            }
+            self._finish(record, RunState.FAILED, f"{r.name}: {r.data.get('error')}")
+
+    def _progress(self, record: Record, r: Report) -> None:
+        d = r.data
+        now = time.time()
+        if r.step > record.step:
+            record.last_advance = now
+            rate = d.get("steps_per_s") or 0
+            if rate:
+                record.step_times = (record.step_times + [1.0 / float(rate)])[-50:]
+        record.step, record.epoch, record.loss = r.step, int(d.get("epoch", 0)), d.get("loss")
+        record.lagging = bool(d.get("lagging", False)) or record.lagging and bool(d.get("lagging"))
+        point = {
+            "step": r.step,
+            "time": r.time,
+            "loss": d.get("loss"),
+            "steps_per_s": d.get("steps_per_s"),
+            "samples_per_s": d.get("samples_per_s"),
+            "world_size": d.get("world"),
+        }
+        if "eval" in d:
+            point["eval"] = d["eval"]
+        if r.step % record.history_every == 0 or "eval" in d:
+            record.history.append(point)
+        if len(record.history) > _HISTORY_MAX:  # downsample: keep every other point
+            record.history = record.history[::2]
+            record.history_every *= 2
+
+    def _resumed(self, record: Record, r: Report) -> None:
+        pending, plan = record.pending, record.plan
+        if pending is None or plan is None or r.gen != plan.gen:
+            return
+        record.pending = None
+        lost = max(0, int(pending["highest_step"]) - int(r.data.get("synced_step", r.step)))
+        recovery = {
+            "cause": pending["cause"],
+            "detected_at": pending["detected_at"],
+            "resumed_at": r.time,
+            "rto_s": round(r.time - pending["detected_at"], 4),
+            "steps_lost": lost,
+            "workers_before": pending["workers_before"],
+            "workers_after": len(plan.members),
+            "how": plan.how,
+            "generation": plan.gen,
+            "step": r.step,
+        }
+        record.recoveries.append(recovery)
+        record.step = max(record.step, r.step)
+        record.last_advance = time.time()
+        self._publish(
+            record,
+            RecoveryCompleted(
+                cause=recovery["cause"],
+                rto_s=recovery["rto_s"],
+                steps_lost=lost,
+                workers_before=recovery["workers_before"],
+                workers_after=recovery["workers_after"],
+            ),
+        )
+        self._set_state(record, RunState.RUNNING, f"recovered with {len(plan.members)} workers")
+        self._update_health(record)
+
+    def _reform_if_stuck(self, record: Record, gen: int) -> None:
+        plan = record.plan
+        if record.finished or plan is None or plan.gen != gen:
+            return
+        members = [m for m in plan.members if m in record.actors]
+        if len(members) >= record.options.min_workers and members:
+            self._new_plan(record, members, how="form")
+
+    # ---- hangs that heartbeats do not show
+
+    async def _watchdog(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            for record in list(self.runs.values()):
+                try:
+                    await self._check_stall(record)
+                except Exception:
+                    logger.exception("stall check of %s failed", record.name)
+
+    def stall_threshold(self, record: Record) -> float:
+        o = record.options
+        if len(record.step_times) < 5:
+            return o.first_steps_floor_s
+        return max(o.stall_min_s, o.stall_factor * statistics.median(record.step_times))
+
+    async def _check_stall(self, record: Record) -> None:
+        plan = record.plan
+        if record.state is not RunState.RUNNING or plan is None or plan.stop:
+            return
+        threshold = self.stall_threshold(record)
+        if time.time() - record.last_advance < threshold:
+            return
+        states = {}
+        for name in plan.members:
+            address = record.actors.get(name)
+            if address is not None:
+                with contextlib.suppress(Exception):
+                    states[name] = await asyncio.wait_for(
+                        self._call(address, _rank.rank_state, record.name), 5
+                    )
+        stuck = [n for n, s in states.items() if s and s.get("phase") == "compute"]
+        if not stuck or len(stuck) == len(plan.members):
+            return
+        for name in stuck:
+            address = record.actors.get(name)
+            logger.warning("run %s: %s has not finished step %s in %.0f s: evicting it",
+                           record.name, name, record.step, threshold)
+            if address is not None:
+                record.actors.pop(name, None)
+                self._lost(record, [name], f"step not advancing for {threshold:.0f} s")
+                self._spawn(self.control.evict(address))
+        record.last_advance = time.time()
+
+    # ---- state
+
+    def _finish(self, record: Record, state: RunState, reason: str) -> None:
+        record.finished_at = time.time()
+        self._set_state(record, state, reason)
+        self._new_plan(record, [], how="form", stop=state.value.lower())
+        self.control.release(f"run:{record.name}")
+
+    def _set_state(self, record: Record, state: RunState, reason: str) -> None:
+        if record.state is state:
+            return
+        previous, record.state, record.reason = record.state, state, reason
+        self._publish(record, RunStateChanged(state=state, previous=previous, reason=reason))
+
+    def _update_health(self, record: Record) -> None:
+        plan = record.plan
+        world = len(plan.members) if plan is not None else 0
+        if world >= record.target_world:
+            self._set_health(record, Health.HEALTHY, f"{world} workers")
+        else:
+            self._set_health(record, Health.DEGRADED, f"{world} of {record.target_world} workers")
+
+    def _set_health(self, record: Record, health: Health, reason: str) -> None:
+        if record.health is health:
+            return
+        previous, record.health = record.health, health
+        self._publish(record, HealthChanged(health=health, previous=previous, reason=reason))
+
+    def _publish(self, record: Record, payload: Any) -> None:
+        try:
+            publish(
+                payload, run_topic(record.name), run=record.name, via=self.scheduler,
+                step=record.step,
+            )
+        except Exception:
+            logger.exception("could not publish %s of run %s", payload.kind, record.name)
+
+
+def _name_key(name: str) -> tuple[int, str]:
+    """Worker names in a natural order: "2" before "10"."""
+    return (int(name), "") if name.isdigit() else (1 << 30, name)
+
+
+def coordinator(scheduler: Any) -> RunCoordinator:
+    plugin = scheduler.plugins.get(PLUGIN_NAME)
+    if not isinstance(plugin, RunCoordinator):
+        from ft_notebook.exceptions import TrainingError
+
+        raise TrainingError("The scheduler has no run coordinator; ft.fit installs it.")
+    return plugin

@@ -1,0 +1,171 @@
+"""The process groups of one generation, with waits that a newer plan can interrupt.
+
+Groups are standalone ``ProcessGroupGloo`` / ``ProcessGroupNCCL`` objects over a
+``PrefixStore`` of the cluster's rendezvous store, not torch's global default group:
+a long-lived worker process then changes groups at will, without
+``destroy_process_group`` (which joins the group's threads, and so would block on a
+collective that a dead peer never finishes).
+
+Every collective is issued asynchronously and waited on with :func:`wait`, which
+returns when the work completes, raises :class:`PeerFailed` when it failed (on gloo
+about 10 ms after a peer is SIGKILLed) and :class:`Interrupted` as soon as the rank
+actor is woken by a newer plan (a peer that hangs never fails a collective). An
+abandoned collective keeps running in its group's own threads until the group's
+timeout: groups left behind are kept in :data:`GRAVEYARD` and dropped by a daemon
+thread later, never by the training thread.
+
+While a generation trains, a background thread builds its *survivor groups*: one
+for every set of all ranks but one. When a single rank is lost the survivors switch
+to the group that leaves it out, with no rendezvous at all.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ft_notebook.exceptions import RendezvousTimeout, TrainingError
+
+
+class Interrupted(Exception):
+    """A newer plan arrived while this rank waited."""
+
+
+class PeerFailed(TrainingError):
+    """A collective failed: a peer died or its connection broke."""
+
+
+#: Groups whose collectives may still be pending, kept alive until their timeout.
+GRAVEYARD: list[tuple[float, Any]] = []
+_GRAVEYARD_LOCK = threading.Lock()
+
+
+def bury(group: Any, timeout_s: float) -> None:
+    """Keep ``group`` referenced until its pending work has surely timed out."""
+    with _GRAVEYARD_LOCK:
+        GRAVEYARD.append((time.monotonic() + timeout_s + 5.0, group))
+        due = [g for t, g in GRAVEYARD if t < time.monotonic()]
+        GRAVEYARD[:] = [(t, g) for t, g in GRAVEYARD if t >= time.monotonic()]
+    if due:  # dropping a group joins its threads: not on the training thread
+        threading.Thread(target=due.clear, name="ft-notebook-group-reaper", daemon=True).start()
+
+
+class Waker:
+    """Wakes a rank waiting on a collective, when it completes or a plan arrives."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.interrupted: Callable[[], bool] = lambda: False
+
+    def wait(self, work: Any, what: str) -> None:
+        """Wait for ``work``; raise Interrupted or PeerFailed instead of blocking."""
+        fut = work.get_future()
+        fut.add_done_callback(lambda _f: self.event.set())
+        while True:
+            self.event.clear()
+            if work.is_completed():
+                break
+            if self.interrupted():
+                raise Interrupted(what)
+            self.event.wait(0.05)
+        try:
+            work.wait()
+        except Exception as e:  # gloo raises RuntimeError, NCCL DistBackendError
+            raise PeerFailed(f"{what} failed: {str(e).splitlines()[0][:300]}") from e
+
+
+def make_group(
+    store: Any, prefix: str, rank: int, world: int, backend: str, timeout_s: float
+) -> Any:
+    """A process group of ``world`` ranks meeting under ``prefix`` (blocks until all join)."""
+    import torch.distributed as dist
+
+    timeout = datetime.timedelta(seconds=timeout_s)
+    prefixed = dist.PrefixStore(prefix, store)
+    if backend == "nccl":
+        opts = dist.ProcessGroupNCCL.Options()
+        opts._timeout = timeout
+        return dist.ProcessGroupNCCL(prefixed, rank, world, opts)
+    return dist.ProcessGroupGloo(prefixed, rank, world, timeout)
+
+
+def form_interruptibly(waker: Waker, build: Callable[[], Any], what: str, timeout_s: float) -> Any:
+    """Run the blocking ``build`` (a rendezvous) in a helper thread, so a newer plan
+    (a peer lost while we meet) does not have to wait out the rendezvous timeout."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["group"] = build()
+        except BaseException as e:  # reported to the waiting thread
+            box["error"] = e
+        waker.event.set()
+
+    helper = threading.Thread(target=target, name=f"ft-notebook-{what}", daemon=True)
+    helper.start()
+    deadline = time.monotonic() + timeout_s + 5.0
+    while helper.is_alive():
+        waker.event.clear()
+        if waker.interrupted():
+            raise Interrupted(what)
+        if time.monotonic() > deadline:
+            raise RendezvousTimeout(f"{what} did not complete within {timeout_s:.0f} s.")
+        waker.event.wait(0.05)
+    if "error" in box:
+        raise RendezvousTimeout(f"{what} failed: {box['error']}") from box["error"]
+    return box["group"]
+
+
+class Generation:
+    """This rank's view of one generation: its group, rank, world and survivor groups."""
+
+    def __init__(
+        self, run: str, gen: int, members: tuple[str, ...], name: str, group: Any, backend: str
+    ) -> None:
+        self.run, self.gen, self.members, self.name = run, gen, members, name
+        self.rank = members.index(name)
+        self.world = len(members)
+        self.group = group
+        self.backend = backend
+        self.survivors: dict[str, Any] = {}  # lost name -> group of the others
+        self.prepared = threading.Event()
+        self.prepare_error: BaseException | None = None
+
+    def prepare_survivors(self, store: Any, timeout_s: float, on_done: Callable[[], None]) -> None:
+        """Build every leave-one-out group this rank belongs to, in a daemon thread.
+
+        Every rank builds them in the same order (by the lost rank), so the members
+        of each group meet in it whatever order they reach it in.
+        """
+
+        def build() -> None:
+            try:
+                for lost in self.members:
+                    if lost == self.name:
+                        continue
+                    others = [m for m in self.members if m != lost]
+                    prefix = f"ft/{self.run}/g{self.gen}/without-{lost}/"
+                    self.survivors[lost] = make_group(
+                        store, prefix, others.index(self.name), len(others), self.backend,
+                        timeout_s,
+                    )
+                self.prepared.set()
+                on_done()
+            except BaseException as e:  # a peer died meanwhile: the slow path remains
+                self.prepare_error = e
+
+        threading.Thread(target=build, name="ft-notebook-prepare-groups", daemon=True).start()
+
+    def survivor_group(self, lost: str) -> Any | None:
+        if not self.prepared.is_set():
+            return None
+        return self.survivors.get(lost)
+
+    def retire(self, timeout_s: float) -> None:
+        bury(self.group, timeout_s)
+        for group in self.survivors.values():
+            bury(group, timeout_s)
+        self.survivors = {}

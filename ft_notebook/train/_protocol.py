@@ -1,0 +1,73 @@
+"""What the run coordinator and the rank actors say to each other.
+
+The coordinator (in the scheduler) sends :class:`Plan` s to ranks through the
+workers' ``run`` RPC; ranks send :class:`Report` s back through the scheduler's event
+log under :data:`REPORT_TOPIC`, which the coordinator reads in its ``log_event`` hook.
+Both travel as plain JSON-able dicts (msgpack on the wire): nothing here is ever
+unpickled, so a message cannot run code.
+
+A *generation* is one fixed set of ranks with its own process group. Its plan says
+how the group is made: ``form`` (a rendezvous on the cluster's TCPStore under a fresh
+prefix) or ``survive`` (switch to the group that generation ``base`` prepared
+without the one lost rank: no rendezvous).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Scheduler event-log topic of rank reports (internal; not a journal topic).
+REPORT_TOPIC = "ft-notebook-train-reports"
+
+
+@dataclass(frozen=True)
+class Plan:
+    run: str
+    gen: int
+    #: Worker names in rank order. Empty: nobody trains (the run is stalled).
+    members: tuple[str, ...]
+    store: tuple[str, int]
+    how: str = "form"  # "form" | "survive"
+    base: int | None = None  # the generation whose survivor group "survive" uses
+    lost: str | None = None
+    prepare: bool = True  # build leave-one-out groups for the next single loss
+    stop: str = ""  # non-empty: stop the rank actor ("cancelled", "failed", ...)
+
+    def to_wire(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Plan:
+        data = dict(data)
+        data["members"] = tuple(data["members"])
+        data["store"] = (str(data["store"][0]), int(data["store"][1]))
+        return cls(**data)
+
+    def rank_of(self, name: str) -> int | None:
+        return self.members.index(name) if name in self.members else None
+
+
+@dataclass(frozen=True)
+class Report:
+    """One message of a rank: ``kind`` says what happened, ``data`` the details.
+
+    Kinds: ``ready`` (warmed up), ``synced`` (generation ``gen`` trains from
+    ``step``), ``prepared`` (its survivor groups exist), ``progress`` (rank 0,
+    throttled), ``checkpoint``, ``nonfinite``, ``peer-failed``, ``done``, ``error``.
+    """
+
+    run: str
+    name: str
+    kind: str
+    gen: int = 0
+    step: int = 0
+    time: float = 0.0
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Report:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})

@@ -1,0 +1,522 @@
+"""The rank actor: one long-lived training thread per worker and run.
+
+The coordinator starts it through the worker's ``run`` RPC (:func:`start_rank`) and
+sends it plans (:func:`deliver`); it answers with reports on the scheduler's event
+log. Its life::
+
+    warm up (build model, optimizer, data) ─► report ready
+    for each plan: form or switch groups ─► agree on the newest committed step
+        ─► train until done, or until a newer plan interrupts, or a peer fails
+
+A step is committed once its gradient reduction completed on this rank; after any
+change of group the ranks agree on the newest committed step (MAX over ranks), and a
+rank that has it sends its state to those that do not. So no committed step is lost,
+and the samples of a committed step are never taken again.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+import traceback
+from typing import Any
+
+from ft_notebook.train._groups import (
+    Generation,
+    Interrupted,
+    PeerFailed,
+    Waker,
+    form_interruptibly,
+    make_group,
+)
+from ft_notebook.train._protocol import REPORT_TOPIC, Plan, Report
+
+logger = logging.getLogger("ft_notebook.train.rank")
+
+#: Rank actors of this worker process, by run name.
+_ACTORS: dict[str, RankActor] = {}
+_LOCK = threading.Lock()
+_PROGRESS_EVERY_S = 0.25
+
+
+# ---- RPC entry points (run on the worker's event loop: they must return at once)
+
+
+def start_rank(
+    spec: bytes, run: str, name: str, first: bool, dask_worker: Any = None
+) -> str:
+    with _LOCK:
+        actor = _ACTORS.get(run)
+        if actor is not None and actor.is_alive():
+            return "running"
+        actor = RankActor(spec, run, name, first, dask_worker)
+        _ACTORS[run] = actor
+    actor.start()
+    return "started"
+
+
+def deliver(run: str, plan: dict[str, Any], dask_worker: Any = None) -> str:
+    actor = _ACTORS.get(run)
+    if actor is None or not actor.is_alive():
+        return "no-actor"
+    actor.offer(Plan.from_wire(plan))
+    return "delivered"
+
+
+def rank_state(run: str, dask_worker: Any = None) -> dict[str, Any] | None:
+    actor = _ACTORS.get(run)
+    return None if actor is None else actor.describe()
+
+
+def rank_logs(run: str, dask_worker: Any = None) -> str:
+    actor = _ACTORS.get(run)
+    return "" if actor is None else "\n".join(actor.lines)
+
+
+def final_state(run: str, dask_worker: Any = None) -> bytes | None:
+    actor = _ACTORS.get(run)
+    return None if actor is None else actor.final
+
+
+# ---- the actor
+
+
+class RankActor(threading.Thread):
+    def __init__(self, spec: bytes, run: str, name: str, first: bool, worker: Any) -> None:
+        super().__init__(name=f"ft-notebook-rank-{run}", daemon=True)
+        self.spec_bytes, self.run_name, self.worker_name = spec, run, name
+        self.first = first  # started with the run (not a joiner): may resume from the store
+        self.worker = worker
+        self.lines: collections.deque[str] = collections.deque(maxlen=2000)
+        self.waker = Waker()
+        self.waker.interrupted = self.newer_plan
+        self._plan: Plan | None = None
+        self._plan_lock = threading.Lock()
+        self.current: Plan | None = None
+        self.gen: Generation | None = None
+        self.step = -1  # committed steps; -1: only the factory's state, not yet agreed
+        self.phase, self.phase_since = "warming", time.time()
+        self.skip: set[int] = set()  # steps skipped for non-finite gradients
+        self.nonfinite_total = 0
+        self.final: bytes | None = None
+        self._stores: dict[tuple[str, int], Any] = {}
+        self._checkpoints: Any = None
+        self._pending_save: Any = None
+        self._save_backoff_until = 0
+        self._last_progress = 0.0
+        self._window: tuple[float, int] | None = None
+
+    # -- plans
+
+    def offer(self, plan: Plan) -> None:
+        with self._plan_lock:
+            if self._plan is None or plan.gen > self._plan.gen or plan.stop:
+                self._plan = plan
+        self.waker.event.set()
+
+    def newer_plan(self) -> bool:
+        plan = self._plan
+        return plan is not None and (
+            self.current is None or plan.gen > self.current.gen or bool(plan.stop)
+        )
+
+    def _next_plan(self) -> Plan:
+        while not self.newer_plan():
+            self.waker.event.clear()
+            if self.newer_plan():
+                break
+            self.waker.event.wait(1.0)
+        assert self._plan is not None
+        self.current = self._plan
+        return self._plan
+
+    # -- reporting
+
+    def log(self, message: str) -> None:
+        line = f"{time.strftime('%H:%M:%S')} [{self.worker_name}] {message}"
+        self.lines.append(line)
+        logger.info(line)
+
+    def report(self, kind: str, **data: Any) -> None:
+        gen = self.gen.gen if self.gen is not None else 0
+        msg = Report(self.run_name, self.worker_name, kind, gen, self.step, time.time(), data)
+        try:
+            self.worker.log_event(REPORT_TOPIC, msg.to_wire())
+        except Exception:  # the worker is closing: nobody is left to tell
+            logger.debug("could not report %s", kind, exc_info=True)
+
+    def set_phase(self, phase: str) -> None:
+        self.phase, self.phase_since = phase, time.time()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.worker_name,
+            "phase": self.phase,
+            "since": self.phase_since,
+            "step": self.step,
+            "gen": self.gen.gen if self.gen is not None else 0,
+            "alive": self.is_alive(),
+        }
+
+    # -- main
+
+    def run(self) -> None:
+        try:
+            self._main()
+        except BaseException as e:
+            self.set_phase("failed")
+            text = traceback.format_exc()
+            self.log(text)
+            self.report("error", error=f"{type(e).__name__}: {e}", traceback=text)
+        finally:
+            if self.gen is not None:
+                self.gen.retire(self._timeout())
+            if self._checkpoints is not None:
+                self._checkpoints.flush(timeout=30)
+
+    def _timeout(self) -> float:
+        return float(getattr(self, "spec", None) and self.spec.group_timeout_s or 30.0)
+
+    def _main(self) -> None:
+        import cloudpickle
+        import torch
+
+        from ft_notebook.train._trainer import Trainer
+
+        self.spec = cloudpickle.loads(self.spec_bytes)
+        device = _device(self.spec.device)
+        self.backend = "nccl" if device.type == "cuda" else "gloo"
+        if self.spec.deterministic:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        self.trainer = Trainer(self.spec, device)
+        if self.first and self.spec.resume:
+            self._resume()
+        self.set_phase("ready")
+        self.log(f"ready on {device} ({self.trainer.numel} parameters, {self.trainer.size} samples)")
+        self.report("ready", device=str(device))
+        while True:
+            plan = self._next_plan()
+            if plan.stop:
+                self.log(f"stopping: {plan.stop}")
+                return
+            if self.worker_name not in plan.members:
+                self.set_phase("parked")
+                self.log(f"not in generation {plan.gen}: waiting")
+                continue
+            try:
+                self.gen = self._establish(plan)
+                self._sync()
+                self.report("synced", world=self.gen.world, rank=self.gen.rank, how=plan.how)
+                if plan.prepare and 1 < self.gen.world <= self.spec.survivor_groups_max_world:
+                    self.gen.prepare_survivors(
+                        self._store(plan.store), self._timeout(), lambda: self.report("prepared")
+                    )
+                if self._train():
+                    self._finish()
+            except Interrupted:
+                continue
+            except PeerFailed as e:
+                self.set_phase("peer-failed")
+                self.log(str(e))
+                self.report("peer-failed", error=str(e))
+
+    def _store(self, address: tuple[str, int]) -> Any:
+        import datetime
+
+        import torch.distributed as dist
+
+        if address not in self._stores:
+            self._stores[address] = dist.TCPStore(
+                address[0], address[1], None, False,
+                timeout=datetime.timedelta(seconds=self._timeout()),
+            )
+        return self._stores[address]
+
+    def _establish(self, plan: Plan) -> Generation:
+        old = self.gen
+        rank, world = plan.members.index(self.worker_name), len(plan.members)
+        if plan.how == "survive" and old is not None and old.gen == plan.base and plan.lost:
+            group = old.survivor_group(plan.lost)
+            if group is not None:
+                self.log(f"generation {plan.gen}: switched to the prepared group without {plan.lost}")
+                old.survivors.pop(plan.lost, None)
+                old.retire(self._timeout())
+                return Generation(self.run_name, plan.gen, plan.members, self.worker_name, group, self.backend)
+            raise PeerFailed(f"no prepared group of generation {plan.base} without {plan.lost}")
+        if old is not None:
+            old.retire(self._timeout())
+            self.gen = None
+        self.set_phase("rendezvous")
+        store = self._store(plan.store)
+        prefix = f"ft/{self.run_name}/g{plan.gen}/"
+        group = form_interruptibly(
+            self.waker,
+            lambda: make_group(store, prefix, rank, world, self.backend, self._timeout()),
+            f"rendezvous of generation {plan.gen}",
+            self._timeout(),
+        )
+        self.log(f"generation {plan.gen}: rank {rank} of {world}")
+        return Generation(self.run_name, plan.gen, plan.members, self.worker_name, group, self.backend)
+
+    # -- collectives
+
+    def _allreduce(self, tensor: Any, op: str, what: str) -> None:
+        import torch.distributed as dist
+
+        assert self.gen is not None
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = getattr(dist.ReduceOp, op)
+        self.waker.wait(self.gen.group.allreduce([tensor], opts), what)
+
+    def _broadcast(self, tensor: Any, src: int, what: str) -> None:
+        import torch.distributed as dist
+
+        assert self.gen is not None
+        opts = dist.BroadcastOptions()
+        opts.rootRank, opts.rootTensor = src, 0
+        self.waker.wait(self.gen.group.broadcast([tensor], opts), what)
+
+    def _sync(self) -> None:
+        """Agree on the newest committed step; whoever lacks it gets it from a peer."""
+        import torch
+
+        assert self.gen is not None
+        self.set_phase("sync")
+        device = self.trainer.device
+        steps = torch.tensor([self.step, -self.step], dtype=torch.int64, device=device)
+        self._allreduce(steps, "MAX", "agreeing on the committed step")
+        newest, oldest = int(steps[0]), -int(steps[1])
+        if newest == oldest and newest >= 0:
+            return
+        src = torch.tensor([self.gen.rank if self.step == newest else self.gen.world], device=device)
+        self._allreduce(src, "MIN", "choosing the state's sender")
+        sender = int(src[0])
+        payload = self._state_bytes() if self.gen.rank == sender else b""
+        size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
+        self._broadcast(size, sender, "sending the state's size")
+        data = torch.empty(int(size[0]), dtype=torch.uint8, device=device)
+        if self.gen.rank == sender:
+            data.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
+        self._broadcast(data, sender, "sending the state")
+        if self.gen.rank != sender:
+            self._load_state_bytes(data.cpu().numpy().tobytes())
+        self.step = max(newest, 0)
+        self.log(f"state of step {self.step} from rank {sender}")
+
+    def _state_bytes(self) -> bytes:
+        import io
+
+        import torch
+
+        buf = io.BytesIO()
+        state = self.trainer.state()
+        state["ft"] = {"skip": sorted(self.skip), "nonfinite_total": self.nonfinite_total}
+        torch.save(state, buf)
+        return buf.getvalue()
+
+    def _load_state_bytes(self, data: bytes) -> None:
+        import io
+
+        import torch
+
+        # weights_only: a peer's bytes hold tensors and plain values, never code
+        state = torch.load(io.BytesIO(data), map_location=self.trainer.device, weights_only=True)
+        self.trainer.load_state(state)
+        ft = state.get("ft", {})
+        self.skip = set(ft.get("skip", []))
+        self.nonfinite_total = int(ft.get("nonfinite_total", 0))
+
+    # -- training
+
+    def _train(self) -> bool:
+        """Train this generation to the end (True), or raise Interrupted / PeerFailed."""
+        gen, trainer = self.gen, self.trainer
+        assert gen is not None
+        streak = 0
+        synced_step, first = self.step, True
+        self._window = (time.perf_counter(), self.step)
+        while self.step < trainer.total_steps:
+            if self.newer_plan():
+                raise Interrupted("a newer plan")
+            step = self.step
+            if step in self.skip:
+                self.step += 1
+                continue
+            self.set_phase("compute")
+            buffer = trainer.local_gradients(step, gen.rank, gen.world)
+            self.set_phase("reduce")
+            self._allreduce(buffer, "SUM", f"the gradient reduction of step {step}")
+            loss, ok = trainer.apply(trainer.reduce_rows(buffer))
+            self.step = step + 1  # committed
+            if first and gen.rank == 0:  # the coordinator times recoveries by this
+                self.report("resumed", synced_step=synced_step)
+            first = False
+            if ok:
+                streak = 0
+            else:
+                streak += 1
+                self.nonfinite_total += 1
+                self.skip.add(step)
+                self.report("nonfinite", at_step=step, streak=streak, loss=_plain(loss))
+                if streak >= self.spec.nonfinite_limit:
+                    self._rollback(streak)
+                    streak = 0
+                    continue
+            self._after_step(loss)
+        return True
+
+    def _after_step(self, loss: float) -> None:
+        gen, spec = self.gen, self.spec
+        assert gen is not None
+        if gen.rank != 0:
+            return
+        if self.step % spec.checkpoint_every == 0:
+            self._checkpoint()
+        extra: dict[str, Any] = {}
+        if spec.eval_fn is not None and spec.eval_every and self.step % spec.eval_every == 0:
+            extra["eval"] = {k: _plain(v) for k, v in spec.eval_fn(self.trainer.model).items()}
+        now = time.perf_counter()
+        if extra or now - self._last_progress >= _PROGRESS_EVERY_S:
+            start, first = self._window or (now, self.step)
+            rate = (self.step - first) / (now - start) if now > start else 0.0
+            self._window = (now, self.step)
+            self._last_progress = now
+            self.report(
+                "progress",
+                loss=_plain(loss),
+                steps_per_s=round(rate, 3),
+                samples_per_s=round(rate * spec.batch_size, 1),
+                world=gen.world,
+                epoch=self.step // self.trainer.steps_per_epoch,
+                lagging=self._save_backoff_until > self.step,
+                **extra,
+            )
+
+    # -- checkpoints
+
+    def _checkpoint_store(self) -> Any:
+        if self._checkpoints is None and self.spec.store_url:
+            from ft_notebook.store import CheckpointStore
+
+            self._checkpoints = CheckpointStore(self.spec.store_url, keep=self.spec.store_keep)
+        return self._checkpoints
+
+    def _metadata(self) -> dict[str, Any]:
+        cursor = self.trainer.cursor(self.step)
+        return {
+            "epoch": cursor.epoch,
+            "position": cursor.position,
+            "seed": self.spec.seed,
+            "skip": sorted(self.skip),
+            "nonfinite_total": self.nonfinite_total,
+        }
+
+    def _checkpoint(self) -> None:
+        """An asynchronous durable checkpoint; a failing store only delays the next."""
+        store = self._checkpoint_store()
+        if store is None or self.step < self._save_backoff_until:
+            return
+        previous = self._pending_save
+        if previous is not None and previous.done():
+            self._pending_save = None
+            if previous.exception() is not None:
+                self._save_failed(previous.exception())
+                if self.step < self._save_backoff_until:
+                    return
+            else:
+                self._save_failures = 0
+                self.report("checkpoint", checkpoint_step=previous.step)
+        try:
+            self._pending_save = store.save_async(
+                self.run_name, self.step, self.trainer.state(), self._metadata()
+            )
+        except Exception as e:
+            self._save_failed(e)
+
+    def _save_failed(self, error: BaseException) -> None:
+        every = self.spec.checkpoint_every
+        missed = getattr(self, "_save_failures", 0) + 1
+        self._save_failures = missed
+        self._save_backoff_until = self.step + every * min(2 ** (missed - 1), 16)
+        self.log(f"checkpoint at step {self.step} failed ({error}); next try at step {self._save_backoff_until}")
+        self.report("checkpoint-failed", error=str(error)[:500], retry_at=self._save_backoff_until)
+
+    def _resume(self) -> None:
+        from ft_notebook.exceptions import CheckpointNotFound
+
+        store = self._checkpoint_store()
+        if store is None:
+            return
+        try:
+            ckpt = store.load(self.run_name)
+        except CheckpointNotFound:
+            self.log("resume: no checkpoint yet; starting from scratch")
+            return
+        self.trainer.load_state(ckpt.state)
+        self.step = ckpt.step
+        self.skip = set(ckpt.metadata.get("skip", []))
+        self.nonfinite_total = int(ckpt.metadata.get("nonfinite_total", 0))
+        self.log(f"resumed from the checkpoint of step {ckpt.step}")
+
+    def _rollback(self, streak: int) -> None:
+        """Too many non-finite steps in a row: back to the newest durable checkpoint
+        (or the initial state), keeping the offending steps marked to be skipped."""
+        from ft_notebook.exceptions import CheckpointNotFound
+
+        skip = set(self.skip)
+        store = self._checkpoint_store()
+        target = 0
+        try:
+            if store is None:
+                raise CheckpointNotFound("no store")
+            store.flush(timeout=30)
+            ckpt = store.load(self.run_name)
+            self.trainer.load_state(ckpt.state)
+            target = ckpt.step
+        except CheckpointNotFound:
+            from ft_notebook.train._trainer import Trainer
+
+            self.trainer = Trainer(self.spec, self.trainer.device)
+        self.skip = skip
+        self.log(f"{streak} non-finite steps in a row: rolled back to step {target}")
+        self.report("rollback", to_step=target, from_step=self.step, skipped=sorted(skip)[-streak:])
+        self.step = target
+        self._sync()  # ranks may have read different checkpoints: agree again
+
+    def _finish(self) -> None:
+        gen = self.gen
+        assert gen is not None
+        self.set_phase("done")
+        if gen.rank == 0:
+            self.final = self._state_bytes()
+            store = self._checkpoint_store()
+            saved = None
+            if store is not None:
+                if self._pending_save is not None:
+                    store.flush(timeout=60)
+                try:
+                    if store.latest(self.run_name) is None or store.latest(self.run_name).step != self.step:
+                        store.save(self.run_name, self.step, self.trainer.state(), self._metadata())
+                    saved = self.step
+                except Exception as e:
+                    self.log(f"the final checkpoint failed: {e}")
+            self.report("done", checkpoint=saved, nonfinite_total=self.nonfinite_total)
+        self.log(f"finished at step {self.step}")
+
+
+def _device(setting: str) -> Any:
+    import torch
+
+    if setting != "auto":
+        return torch.device(setting)
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _plain(x: Any) -> Any:
+    """A float for JSON: NaN and infinity as strings."""
+    x = float(x)
+    return x if x == x and abs(x) != float("inf") else str(x)

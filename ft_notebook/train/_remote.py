@@ -1,0 +1,33 @@
+"""Functions the kernel runs on the scheduler (``Client.run_on_scheduler``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def submit_run(name: str, spec: bytes, options: Any, dask_scheduler: Any = None) -> dict[str, Any]:
+    from ft_notebook.train._coordinator import coordinator
+
+    return coordinator(dask_scheduler).submit(name, spec, options)
+
+
+def run_info(name: str, dask_scheduler: Any = None) -> dict[str, Any]:
+    from ft_notebook.train._coordinator import coordinator
+
+    return coordinator(dask_scheduler).info(name)
+
+
+def cancel_run(name: str, dask_scheduler: Any = None) -> dict[str, Any]:
+    from ft_notebook.train._coordinator import coordinator
+
+    return coordinator(dask_scheduler).cancel(name)
+
+
+def list_runs(dask_scheduler: Any = None) -> list[str]:
+    from ft_notebook.train._coordinator import coordinator
+
+    try:
+        plugin = coordinator(dask_scheduler)
+    except Exception:
+        return []
+    return sorted(plugin.runs, key=lambda n: plugin.runs[n].started_at)

@@ -1,0 +1,286 @@
+"""The notebook's side of a run: ``fit`` starts it, a :class:`Run` follows it.
+
+A ``Run`` is only a handle: the run itself is driven by the coordinator in the
+scheduler and the rank actors in the workers, so it goes on when this kernel dies;
+``attach(name)`` and ``runs()`` find it again from a new one.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ft_notebook._paths import checked_name, data_dir
+from ft_notebook.events import RunState
+from ft_notebook.exceptions import NoWorkers, RunFailed, TrainingError
+from ft_notebook.train._spec import FitSpec, dumps_spec
+
+
+def fit(
+    model: Callable[[], Any],
+    data: Any,
+    optimizer: Callable[[Any], Any],
+    loss: Callable[..., Any] | None = None,
+    *,
+    epochs: int = 1,
+    batch_size: int = 32,
+    cluster: Any = None,
+    name: str | None = None,
+    store: Any = None,
+    checkpoint_every: int = 50,
+    min_workers: int = 1,
+    max_workers: int | None = None,
+    resume: bool = False,
+    deterministic: bool = False,
+    wait: bool = True,
+    seed: int = 0,
+    lr_scheduler: Callable[[Any], Any] | None = None,
+    train_step: Callable[..., Any] | None = None,
+    eval_fn: Callable[[Any], dict[str, float]] | None = None,
+    eval_every: int = 0,
+    clip_grad_norm: float | None = None,
+    chunk_size: int | None = None,
+    fast_recovery: bool = True,
+    device: str = "auto",
+    amp: bool = False,
+    timeout: float | None = None,
+) -> Run:
+    """Train ``model`` data-parallel on the cluster; survive the loss of workers.
+
+    ``model`` and ``optimizer`` are factories (``optimizer(params)``) built on every
+    worker; ``data`` is a map-style dataset or a factory of one; ``loss(output,
+    target)`` is a mean over the batch (or give ``train_step(model, batch, loss)``
+    returning the loss). ``batch_size`` is the global batch, split among the workers
+    at every step. Returns a :class:`Run` (finished when ``wait=True``).
+
+    Raises:
+        TrainingError: bad arguments, or a run of this name is active.
+        NoWorkers: the cluster has no workers.
+        RunFailed: (with ``wait=True``) a worker raised; the message has its traceback.
+    """
+    spec = FitSpec(
+        model=model, optimizer=optimizer, loss=loss, data=data, epochs=epochs,
+        batch_size=batch_size, seed=seed, lr_scheduler=lr_scheduler, train_step=train_step,
+        eval_fn=eval_fn, eval_every=eval_every, clip_grad_norm=clip_grad_norm,
+        deterministic=deterministic, chunk_size=chunk_size, checkpoint_every=checkpoint_every,
+        resume=resume, device=device, amp=amp,
+    )
+    spec.validate()
+    name = checked_name(name or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}", "run name")
+    spec.store_url, spec.store_keep = _store_location(store)
+    try:
+        size = len(data) if hasattr(data, "__len__") else None
+    except TypeError:
+        size = None
+    payload = dumps_spec(spec)
+    client = _client(cluster)
+    workers = len(client.scheduler_info(n_workers=-1)["workers"])
+    if workers == 0:
+        raise NoWorkers(
+            "The cluster has no workers, so nothing can train. Start some (ft.cluster("
+            "workers=2) for your own cluster) and call fit again."
+        )
+    world = min(workers, max_workers or workers)
+    if batch_size < world:
+        raise TrainingError(
+            f"batch_size={batch_size} is smaller than the {world} workers that would train: "
+            f"every worker needs at least one sample per step. Use batch_size >= {world} "
+            f"or max_workers={batch_size}."
+        )
+    if type(min_workers) is not int or min_workers < 1:
+        raise TrainingError(f"min_workers must be a positive int, got {min_workers!r}.")
+    from ft_notebook.train._coordinator import Options, RunCoordinator
+    from ft_notebook.train._remote import submit_run
+
+    client.register_plugin(RunCoordinator())
+    steps = None
+    if size is not None:
+        steps = -(-size // batch_size) * epochs
+    options = Options(
+        min_workers=min_workers, max_workers=max_workers, fast_recovery=fast_recovery,
+        total_steps=steps or 0,
+    )
+    client.run_on_scheduler(submit_run, name=name, spec=payload, options=options)
+    run = Run(client, name, model_factory=model, store_url=spec.store_url)
+    if wait:
+        run.wait(timeout=timeout)
+    return run
+
+
+class Run:
+    """A training run on a cluster, started here or elsewhere (see ``attach``)."""
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        model_factory: Callable[[], Any] | None = None,
+        store_url: str | None = None,
+    ) -> None:
+        self.client, self.name = client, name
+        self._factory, self._store_url = model_factory, store_url
+        self._info: dict[str, Any] = {}
+
+    def info(self) -> dict[str, Any]:
+        """The coordinator's record of the run, fresh."""
+        from ft_notebook.train._remote import run_info
+
+        self._info = self.client.run_on_scheduler(run_info, name=self.name)
+        return self._info
+
+    @property
+    def status(self) -> RunState:
+        return RunState(self.info()["state"])
+
+    @property
+    def step(self) -> int:
+        return int(self.info()["step"])
+
+    @property
+    def epoch(self) -> int:
+        return int(self.info()["epoch"])
+
+    @property
+    def world_size(self) -> int:
+        return int(self.info()["world_size"])
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return list(self.info()["history"])
+
+    @property
+    def recoveries(self) -> list[dict[str, Any]]:
+        return list(self.info()["recoveries"])
+
+    def wait(self, timeout: float | None = None, *, poll_s: float = 0.1) -> Run:
+        """Block until the run ends; raise RunFailed if it failed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            info = self.info()
+            state = RunState(info["state"])
+            if state.finished:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"Run {self.name!r} is still {state.value} at step {info['step']} after "
+                    f"{timeout:g} s; it goes on. run.wait() again, or run.cancel()."
+                )
+            time.sleep(poll_s)
+        if state is RunState.FAILED:
+            raise RunFailed(_failure_message(info))
+        return self
+
+    def cancel(self) -> Run:
+        from ft_notebook.train._remote import cancel_run
+
+        self._info = self.client.run_on_scheduler(cancel_run, name=self.name)
+        return self
+
+    def logs(self) -> dict[str, str]:
+        """Each worker's log of this run (live workers), and the traceback of any failure."""
+        from ft_notebook.train._rank import rank_logs
+
+        out: dict[str, str] = {}
+        by_address = self.client.run(rank_logs, self.name, on_error="return")
+        names = {a: str(w.get("name", a)) for a, w in self.client.scheduler_info(n_workers=-1)["workers"].items()}
+        for address, text in by_address.items():
+            if isinstance(text, str) and text:
+                out[names.get(address, address)] = text
+        for worker, err in self.info()["errors"].items():
+            out[worker] = (out.get(worker, "") + "\n" + err["traceback"]).strip()
+        return out
+
+    def model(self, factory: Callable[[], Any] | None = None) -> Any:
+        """The trained module from the run's newest checkpoint, on this process's device."""
+        import torch
+
+        from ft_notebook.store import CheckpointStore
+
+        factory = factory or self._factory
+        if factory is None:
+            raise TrainingError(
+                f"Run {self.name!r} was attached, so the model's factory is not known here: "
+                f"call run.model(factory) with the factory given to fit."
+            )
+        module = factory()
+        url = self._store_url or _store_location(None)[0]
+        with CheckpointStore(url, keep=None, publish_events=False) as store:
+            checkpoint = store.load(self.name)
+        module.load_state_dict(checkpoint.state["model"])
+        device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+        return module.to(device)
+
+    def __repr__(self) -> str:
+        info = self._info or {}
+        if not info:
+            try:
+                info = self.info()
+            except Exception:
+                return f"<Run {self.name!r}>"
+        return format_run(info)
+
+
+def format_run(info: dict[str, Any]) -> str:
+    total = info.get("total_steps") or "?"
+    line = (
+        f"Run {info['name']!r}: {info['state']} ({info['health']}), step {info['step']}/{total}, "
+        f"epoch {info['epoch']}, {info['world_size']} workers, loss {info.get('loss')}"
+    )
+    for r in info.get("recoveries", []):
+        line += (
+            f"\n  recovery: {r['cause']}; RTO {r['rto_s']:.3f} s, {r['steps_lost']} steps lost, "
+            f"workers {r['workers_before']} -> {r['workers_after']} ({r['how']})"
+        )
+    return line
+
+
+def _failure_message(info: dict[str, Any]) -> str:
+    lines = [f"Run {info['name']!r} failed at step {info['step']}: {info.get('reason', '')}."]
+    for worker, err in info.get("errors", {}).items():
+        tb = err.get("traceback", "").strip().splitlines()
+        lines.append(f"On worker {worker}: {err.get('error')}")
+        lines += ["    " + t for t in tb[-12:]]
+    lines.append("The cluster is still usable: fix the cause and call fit again.")
+    return "\n".join(lines)
+
+
+def runs(cluster: Any = None) -> list[Run]:
+    """The runs the cluster's coordinator knows (active and finished), oldest first."""
+    from ft_notebook.train._remote import list_runs
+
+    client = _client(cluster)
+    return [Run(client, name) for name in client.run_on_scheduler(list_runs)]
+
+
+def attach(name: str, cluster: Any = None) -> Run:
+    """A handle on the run ``name`` (started by any process) on your cluster."""
+    run = Run(_client(cluster), checked_name(name, "run name"))
+    run.info()  # raises when there is no such run
+    return run
+
+
+def _client(cluster: Any) -> Any:
+    from distributed import Client
+
+    from ft_notebook.cluster import attach as attach_cluster
+    from ft_notebook.cluster import cluster as own_cluster
+
+    if isinstance(cluster, Client):
+        return attach_cluster(cluster)
+    if cluster is None:
+        return own_cluster()
+    return attach_cluster(cluster)
+
+
+def _store_location(store: Any) -> tuple[str, int]:
+    if store is None:
+        return str(data_dir() / "checkpoints"), 3
+    if isinstance(store, str):
+        return store, 3
+    url, keep = getattr(store, "url", None), getattr(store, "keep", 3)
+    if url is None:
+        raise TrainingError(f"store= takes a CheckpointStore or a URL, got {type(store).__name__}.")
+    return str(url), keep if isinstance(keep, int) else 3

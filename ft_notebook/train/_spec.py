@@ -1,0 +1,86 @@
+"""What ``ft.fit`` hands to every rank: factories and settings, checked in the kernel.
+
+The spec is cloudpickled once in the kernel (so a dataset that cannot be pickled
+fails there, at once) and travels as bytes through the scheduler, which never
+unpickles it, to the user's own workers, which do: they run the user's factories.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ft_notebook.exceptions import TrainingError
+
+
+@dataclass
+class FitSpec:
+    model: Callable[[], Any]
+    optimizer: Callable[[Any], Any]
+    loss: Callable[..., Any] | None
+    data: Any  # a map-style dataset, or a factory of one
+    epochs: int
+    batch_size: int  # the global batch: split among the ranks at every step
+    seed: int = 0
+    lr_scheduler: Callable[[Any], Any] | None = None
+    train_step: Callable[..., Any] | None = None
+    eval_fn: Callable[[Any], dict[str, float]] | None = None
+    eval_every: int = 0
+    clip_grad_norm: float | None = None
+    deterministic: bool = False
+    chunk_size: int | None = None  # deterministic: micro-chunk size (default: batch/8)
+    checkpoint_every: int = 50
+    store_url: str = ""
+    store_keep: int = 3
+    resume: bool = False
+    nonfinite_limit: int = 3  # skipped steps in a row before a rollback
+    device: str = "auto"  # "auto": cuda when the worker has a GPU, else cpu
+    amp: bool = False  # bf16 autocast on GPU
+    group_timeout_s: float = 30.0
+    survivor_groups_max_world: int = 16  # fast path up to this world size
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        for what, value in (("model", self.model), ("optimizer", self.optimizer)):
+            if not callable(value):
+                raise TrainingError(
+                    f"{what}= must be a factory (a callable{' taking the parameters' if what == 'optimizer' else ''}), "
+                    f"so every worker builds its own; got {type(value).__name__}."
+                )
+        if self.loss is None and self.train_step is None:
+            raise TrainingError("Give loss= (e.g. torch.nn.functional.mse_loss) or train_step=.")
+        if type(self.epochs) is not int or self.epochs < 1:
+            raise TrainingError(f"epochs must be a positive int, got {self.epochs!r}.")
+        if type(self.batch_size) is not int or self.batch_size < 1:
+            raise TrainingError(f"batch_size must be a positive int, got {self.batch_size!r}.")
+        if type(self.checkpoint_every) is not int or self.checkpoint_every < 1:
+            raise TrainingError(
+                f"checkpoint_every must be a positive int (steps), got {self.checkpoint_every!r}."
+            )
+        if self.chunk_size is not None and (type(self.chunk_size) is not int or self.chunk_size < 1):
+            raise TrainingError(f"chunk_size must be a positive int, got {self.chunk_size!r}.")
+
+    @property
+    def chunk(self) -> int:
+        """The deterministic micro-chunk: the same whatever the world size."""
+        return self.chunk_size or max(1, self.batch_size // 8)
+
+
+def steps_per_epoch(size: int, batch: int) -> int:
+    return math.ceil(size / batch)
+
+
+def dumps_spec(spec: FitSpec) -> bytes:
+    """The spec as bytes for the workers; a clear error for what cannot travel."""
+    import cloudpickle
+
+    try:
+        return bytes(cloudpickle.dumps(spec))
+    except Exception as e:
+        raise TrainingError(
+            f"The training spec cannot be sent to the workers: {type(e).__name__}: {e}. "
+            f"Datasets and factories must be picklable; pass data=<a function that "
+            f"builds the dataset> to build it on each worker instead."
+        ) from e

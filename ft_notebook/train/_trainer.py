@@ -1,0 +1,191 @@
+"""One rank's model, optimizer and data, and the arithmetic of one step.
+
+A step's gradient travels as one flat buffer: the parameters' gradients, each
+already weighted by this rank's share of the global batch, then the weighted loss.
+Summed over ranks it is the gradient of the mean loss over the global batch, the
+same as on one process. With ``deterministic=True`` the buffer has one row per
+micro-chunk of the step (a fixed size, whatever the world size): each rank fills
+the rows of its chunks and leaves the others zero, so the sum over ranks adds each
+value to zeros only, which is exact in any order, and the rows are then added in
+chunk order on every rank. A run with failures then ends bit-identical to one
+without.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+
+from ft_notebook.train._sharding import DataCursor, epoch_order, split
+from ft_notebook.train._spec import FitSpec, steps_per_epoch
+
+
+class Trainer:
+    def __init__(self, spec: FitSpec, device: Any) -> None:
+        import torch
+
+        self.spec, self.device = spec, device
+        torch.manual_seed(spec.seed)  # the same initial weights on every rank
+        data = spec.data
+        if callable(data) and not hasattr(data, "__getitem__"):
+            data = data()
+        self.dataset = data
+        self.size = len(data)
+        if self.size < 1:
+            from ft_notebook.exceptions import TrainingError
+
+            raise TrainingError("The dataset is empty.")
+        self.model = spec.model().to(device)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = spec.optimizer(self.params)
+        self.scheduler = spec.lr_scheduler(self.optimizer) if spec.lr_scheduler else None
+        self.numel = sum(p.numel() for p in self.params)
+        self.steps_per_epoch = steps_per_epoch(self.size, spec.batch_size)
+        self.total_steps = self.steps_per_epoch * spec.epochs
+        self._order: tuple[int, np.ndarray] | None = None
+
+    # ---- data
+
+    def cursor(self, step: int) -> DataCursor:
+        epoch, k = divmod(step, self.steps_per_epoch)
+        return DataCursor(epoch, k * self.spec.batch_size)
+
+    def step_indices(self, step: int) -> np.ndarray:
+        """The dataset indices of the whole global batch of ``step``."""
+        cursor = self.cursor(step)
+        if self._order is None or self._order[0] != cursor.epoch:
+            self._order = (cursor.epoch, epoch_order(self.spec.seed, cursor.epoch, self.size))
+        order = self._order[1]
+        return order[cursor.position : cursor.position + self.spec.batch_size]
+
+    def batch(self, indices: np.ndarray) -> Any:
+        import torch
+        from torch.utils.data import TensorDataset, default_collate
+
+        if isinstance(self.dataset, TensorDataset):
+            idx = torch.from_numpy(indices)
+            items: Any = tuple(t[idx] for t in self.dataset.tensors)
+        elif hasattr(self.dataset, "__getitems__"):
+            items = default_collate(self.dataset.__getitems__(indices.tolist()))
+        else:
+            items = default_collate([self.dataset[int(i)] for i in indices])
+        return _to(items, self.device)
+
+    # ---- one step
+
+    def loss_of(self, batch: Any) -> Any:
+        spec = self.spec
+        if spec.train_step is not None:
+            return spec.train_step(self.model, batch, spec.loss)
+        inputs, targets = batch
+        return spec.loss(self.model(inputs), targets)  # type: ignore[misc]
+
+    def local_gradients(self, step: int, rank: int, world: int) -> Any:
+        """This rank's weighted gradient buffer of ``step`` (see the module doc)."""
+        import torch
+
+        indices = self.step_indices(step)
+        n = len(indices)
+        if self.spec.deterministic:
+            chunk = self.spec.chunk
+            bounds = [(s, min(s + chunk, n)) for s in range(0, n, chunk)]
+            mine = split(len(bounds), world)[rank]
+            rows = torch.zeros(len(bounds), self.numel + 1, dtype=torch.float64, device=self.device)
+            for c in range(*mine):
+                lo, hi = bounds[c]
+                self._backward(indices[lo:hi], (hi - lo) / n, step, c, rows[c])
+            return rows
+        lo, hi = split(n, world)[rank]
+        dtype = self.params[0].dtype if self.params else torch.float32
+        flat = torch.zeros(self.numel + 1, dtype=dtype, device=self.device)
+        if hi > lo:
+            self._backward(indices[lo:hi], (hi - lo) / n, step, rank, flat)
+        return flat
+
+    def _backward(self, indices: np.ndarray, weight: float, step: int, key: int, out: Any) -> None:
+        import torch
+
+        # dropout and other randomness of a step: keyed by step and chunk, not by rank
+        torch.manual_seed((self.spec.seed * 1_000_003 + step) * 4099 + key)
+        for p in self.params:
+            p.grad = None
+        amp = self.spec.amp and self.device.type == "cuda"
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=amp):
+            loss = self.loss_of(self.batch(indices))
+        (loss * weight).backward()
+        offset = 0
+        for p in self.params:
+            k = p.numel()
+            if p.grad is not None:
+                out[offset : offset + k].copy_(p.grad.reshape(-1))
+            offset += k
+        out[offset] = float(loss.detach()) * weight
+
+    def reduce_rows(self, buffer: Any) -> Any:
+        """The summed gradient: rows added in chunk order (deterministic) or as is."""
+        if buffer.dim() == 1:
+            return buffer
+        total = buffer[0].clone()
+        for row in buffer[1:]:
+            total += row
+        return total
+
+    def apply(self, total: Any) -> tuple[float, bool]:
+        """Apply the summed gradient; returns (global mean loss, whether it was finite)."""
+        import torch
+
+        loss = float(total[-1])
+        if not bool(torch.isfinite(total).all()):
+            return loss, False
+        offset = 0
+        for p in self.params:
+            k = p.numel()
+            p.grad = total[offset : offset + k].view_as(p).to(p.dtype)
+            offset += k
+        if self.spec.clip_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.params, self.spec.clip_grad_norm)
+        self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        return loss, True
+
+    # ---- state
+
+    def state(self) -> dict[str, Any]:
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        if self.scheduler is not None:
+            state["lr_scheduler"] = self.scheduler.state_dict()
+        return state
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and "lr_scheduler" in state:
+            self.scheduler.load_state_dict(state["lr_scheduler"])
+
+    def state_bytes(self) -> bytes:
+        import torch
+
+        buf = io.BytesIO()
+        torch.save(self.state(), buf)
+        return buf.getvalue()
+
+    def load_state_bytes(self, data: bytes) -> None:
+        import torch
+
+        # weights_only: a peer's bytes can hold tensors and plain values, never code
+        state = torch.load(io.BytesIO(data), map_location=self.device, weights_only=True)
+        self.load_state(state)
+
+
+def _to(items: Any, device: Any) -> Any:
+    if hasattr(items, "to"):
+        return items.to(device, non_blocking=True)
+    if isinstance(items, (list, tuple)):
+        return type(items)(_to(x, device) for x in items)
+    if isinstance(items, dict):
+        return {k: _to(v, device) for k, v in items.items()}
+    return items
+
