@@ -10,7 +10,7 @@ import typing
 
 # `cluster` the function shadows the subpackage of that name on this module: inside
 # the package, import from ft_notebook.cluster (`from ft_notebook.cluster import x`).
-from ft_notebook.cluster import attach, cluster, clusters, down
+from ft_notebook.cluster import cluster, clusters, down
 from ft_notebook.events import Event, Health, RunState, history, publish, subscribe
 from ft_notebook.exceptions import (
     CheckpointCorrupt,
@@ -32,6 +32,7 @@ from ft_notebook.exceptions import (
 
 if typing.TYPE_CHECKING:
     from ft_notebook.store import CheckpointStore
+    from ft_notebook.train import Run, fit, runs
 
 __version__ = "0.1.0"
 
@@ -48,6 +49,7 @@ __all__ = [
     "Health",
     "NoWorkers",
     "RendezvousTimeout",
+    "Run",
     "RunFailed",
     "RunState",
     "SnapshotError",
@@ -60,9 +62,11 @@ __all__ = [
     "cluster",
     "clusters",
     "down",
+    "fit",
     "history",
     "load_ipython_extension",
     "publish",
+    "runs",
     "subscribe",
     "unload_ipython_extension",
 ]
@@ -81,12 +85,35 @@ def unload_ipython_extension(shell: object) -> None:
     unload(shell)
 
 
+def attach(target: typing.Any, **kwargs: typing.Any) -> typing.Any:
+    """Find a run, or connect to a cluster, again.
+
+    A run name gives its :class:`Run` (on your default cluster, or ``cluster=``). A
+    ``Client``, a scheduler address or file, or the name of one of your clusters gives
+    a Client with ft_notebook's plugins installed (see
+    :func:`ft_notebook.cluster.attach`).
+    """
+    from ft_notebook.cluster import attach as attach_cluster
+    from ft_notebook.cluster import clusters as your_clusters
+
+    is_name = isinstance(target, str) and "://" not in target and ":" not in target
+    if is_name and "/" not in target and target not in {c.name for c in your_clusters()}:
+        from ft_notebook.train import attach as attach_run
+
+        return attach_run(target, cluster=kwargs.get("cluster"))
+    return attach_cluster(target, **kwargs)
+
+
 def __getattr__(name: str) -> object:
-    # The store loads numpy and fsspec: on first use, not on `import ft_notebook`.
+    # The store and training load numpy and fsspec: on first use, not on import.
     if name == "CheckpointStore":
         from ft_notebook.store import CheckpointStore
 
         return CheckpointStore
+    if name in ("Run", "fit", "runs"):
+        import ft_notebook.train as train
+
+        return getattr(train, name)
     raise AttributeError(f"module 'ft_notebook' has no attribute {name!r}")
 
 

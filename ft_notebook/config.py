@@ -56,6 +56,18 @@ class ClusterConfig:
 
 
 @dataclass(frozen=True)
+class TrainConfig:
+    #: A step that has not advanced for max(stall_min_s, stall_factor x the median
+    #: step time) is a hang even while heartbeats go on; the first steps get
+    #: first_steps_floor_s, since they include compilation and warm-up.
+    stall_factor: float = 30.0
+    stall_min_s: float = 10.0
+    first_steps_floor_s: float = 300.0
+    #: Non-finite steps skipped in a row before the run rolls back.
+    nonfinite_limit: int = 3
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     chaos_actions: bool
 
@@ -66,6 +78,7 @@ class FTConfig:
     events: EventsConfig
     cluster: ClusterConfig
     server: ServerConfig
+    train: TrainConfig = TrainConfig()
 
 
 def load_config() -> FTConfig:
@@ -88,6 +101,12 @@ def load_config() -> FTConfig:
             connect_timeout_s=_duration("cluster.connect-timeout"),
         ),
         server=ServerConfig(chaos_actions=_bool("server.chaos-actions")),
+        train=TrainConfig(
+            stall_factor=_positive_number("train.stall-factor"),
+            stall_min_s=_duration("train.stall-min"),
+            first_steps_floor_s=_duration("train.first-steps-floor"),
+            nonfinite_limit=_workers_like("train.nonfinite-limit"),
+        ),
     )
 
 
@@ -187,6 +206,20 @@ def parse_gpus(value: Any, *, key: str = "gpus") -> str | tuple[str, ...]:
         value,
         expected="'auto', 'none', 'all', a GPU index, or a list of indices or GPU UUIDs",
     )
+
+
+def _positive_number(key: str) -> float:
+    value = _get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    raise ConfigError(f"ft-notebook.{key}", value, expected="a positive number")
+
+
+def _workers_like(key: str) -> int:
+    value = _get(key)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise ConfigError(f"ft-notebook.{key}", value, expected="a whole number >= 1")
 
 
 def _workers(key: str) -> int | None:

@@ -91,6 +91,7 @@ class Record:
     target_world: int = 0
     world: int = 0  # the world size of the newest generation that trained
     reason: str = ""
+    resumed_from: int | None = None  # the checkpoint step a resume=True run began at
 
     @property
     def finished(self) -> bool:
@@ -115,6 +116,7 @@ class Record:
             "errors": dict(self.errors),
             "notes": list(self.notes[-200:]),
             "checkpoint": self.checkpoint,
+            "resumed_from": self.resumed_from,
             "lagging": self.lagging,
             "nonfinite": self.nonfinite,
             "started_at": self.started_at,
@@ -359,6 +361,8 @@ class RunCoordinator(SchedulerPlugin):
         kind = r.kind
         if kind == "ready":
             record.ready.add(r.name)
+            if r.step > 0 and plan is None:
+                record.resumed_from = max(record.resumed_from or 0, r.step)
             if plan is not None:
                 self._admit(record)
         elif kind == "synced":

@@ -43,6 +43,7 @@ def fit(
     clip_grad_norm: float | None = None,
     chunk_size: int | None = None,
     fast_recovery: bool = True,
+    nonfinite_limit: int | None = None,
     device: str = "auto",
     amp: bool = False,
     timeout: float | None = None,
@@ -67,6 +68,10 @@ def fit(
         deterministic=deterministic, chunk_size=chunk_size, checkpoint_every=checkpoint_every,
         resume=resume, device=device, amp=amp,
     )
+    from ft_notebook.config import get_config
+
+    settings = get_config().train
+    spec.nonfinite_limit = nonfinite_limit or settings.nonfinite_limit
     spec.validate()
     name = checked_name(name or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}", "run name")
     spec.store_url, spec.store_keep = _store_location(store)
@@ -100,7 +105,8 @@ def fit(
         steps = -(-size // batch_size) * epochs
     options = Options(
         min_workers=min_workers, max_workers=max_workers, fast_recovery=fast_recovery,
-        total_steps=steps or 0,
+        total_steps=steps or 0, stall_factor=settings.stall_factor,
+        stall_min_s=settings.stall_min_s, first_steps_floor_s=settings.first_steps_floor_s,
     )
     client.run_on_scheduler(submit_run, name=name, spec=payload, options=options)
     run = Run(client, name, model_factory=model, store_url=spec.store_url)

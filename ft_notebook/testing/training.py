@@ -1,0 +1,112 @@
+"""Models and data for training drills, built so that faults show in the parameters.
+
+:func:`counting_problem`: a "model" with one parameter per sample, trained so that
+every use of a sample adds exactly 1.0 to its parameter (the batch is a power of two
+and each sample's gradient lands in its own element, so every sum is exact). After
+``e`` epochs every parameter is ``e`` if and only if every sample was used exactly
+once per epoch: a lost sample shows as ``e - 1``, a sample used twice as ``e + 1``.
+The count is taken by the data plane itself (gradients through the real all-reduce).
+
+:func:`regression_problem`: a small MLP without batch norm on a fixed random linear
+task, for comparing a run with failures against one without.
+
+Every piece is a module-level function or ``functools.partial`` of one, so it
+travels to workers by reference.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+
+class CountingModel(torch.nn.Module):
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.counts = torch.nn.Parameter(torch.zeros(size, dtype=torch.float64))
+
+    def forward(self, index: torch.Tensor) -> torch.Tensor:
+        return self.counts[index]
+
+
+def negative_mean(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return -output.mean() + 0 * target.sum()  # a NaN target poisons the step
+
+
+class PacedDataset(Dataset):  # type: ignore[type-arg]
+    """Tensors whose batches take ``delay_s`` to fetch: steps of a known length, so a
+    fault can be injected at a chosen step even on a fast machine."""
+
+    def __init__(
+        self, *tensors: torch.Tensor, delay_s: float = 0.0, slow: dict[int, float] | None = None
+    ) -> None:
+        self.tensors, self.delay_s = tensors, delay_s
+        self.slow = slow or {}  # sample index -> extra seconds whenever it is fetched
+
+    def __len__(self) -> int:
+        return len(self.tensors[0])
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, ...]:
+        return tuple(t[index] for t in self.tensors)
+
+    def __getitems__(self, indices: list[int]) -> list[tuple[torch.Tensor, ...]]:
+        delay = self.delay_s + sum(self.slow.get(i, 0.0) for i in indices)
+        if delay:
+            time.sleep(delay)
+        return [self[i] for i in indices]
+
+
+def counting_problem(
+    size: int = 256,
+    batch: int = 32,
+    delay_s: float = 0.0,
+    slow: dict[int, float] | None = None,
+    nonfinite: tuple[int, ...] = (),
+) -> dict[str, Any]:
+    """Keyword arguments for ``ft.fit`` (model, data, optimizer, loss, batch_size).
+
+    ``nonfinite``: samples whose target is NaN, which makes their step's loss NaN.
+    """
+    if size % batch or batch & (batch - 1):
+        raise ValueError("size must be a multiple of batch, and batch a power of two")
+    targets = torch.zeros(size, dtype=torch.float64)
+    targets[list(nonfinite)] = float("nan")
+    data = PacedDataset(torch.arange(size), targets, delay_s=delay_s, slow=slow)
+    return {
+        "model": functools.partial(CountingModel, size),
+        "data": data,
+        "optimizer": functools.partial(torch.optim.SGD, lr=float(batch)),
+        "loss": negative_mean,
+        "batch_size": batch,
+    }
+
+
+def mlp(features: int = 16, hidden: int = 64, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Linear(features, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1)
+    ).to(dtype)
+
+
+def regression_problem(
+    size: int = 512,
+    batch: int = 32,
+    features: int = 16,
+    hidden: int = 64,
+    delay_s: float = 0.0,
+    dtype: torch.dtype = torch.float32,
+) -> dict[str, Any]:
+    g = torch.Generator().manual_seed(1234)
+    x = torch.randn(size, features, generator=g, dtype=dtype)
+    w = torch.randn(features, 1, generator=g, dtype=dtype)
+    y = x @ w + 0.1 * torch.randn(size, 1, generator=g, dtype=dtype)
+    return {
+        "model": functools.partial(mlp, features, hidden, dtype),
+        "data": PacedDataset(x, y, delay_s=delay_s),
+        "optimizer": functools.partial(torch.optim.Adam, lr=1e-2),
+        "loss": torch.nn.functional.mse_loss,
+        "batch_size": batch,
+    }

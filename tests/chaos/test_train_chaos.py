@@ -1,0 +1,225 @@
+"""Training survives real faults of real worker processes, and no sample is lost or
+used twice: the counting model's parameters count every sample's uses through the
+real all-reduce, so after ``e`` epochs each one must be exactly ``e``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from distributed import Client, LocalCluster
+
+from ft_notebook.cluster import install_plugins
+from ft_notebook.cluster.chaos import hang_worker, kill_worker
+from ft_notebook.testing import poll_for
+from ft_notebook.testing.training import counting_problem, regression_problem
+from ft_notebook.train import Run, attach, fit
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+
+WORKERS = 3
+EPOCHS = 4
+
+
+@pytest.fixture(scope="module")
+def trio() -> Iterator[Client]:
+    """3 worker processes under nannies, 200 ms heartbeats, the control plane on."""
+    lc = LocalCluster(
+        n_workers=WORKERS, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address=None, worker_dashboard_address=None, heartbeat_interval="200ms",
+        silence_logs=40,
+    )
+    with Client(lc, set_as_default=False) as client:
+        install_plugins(client)
+        yield client
+    lc.close()
+
+
+@pytest.fixture
+def client(trio: Client) -> Client:
+    """The trio with all of its workers back (a test before may have killed one)."""
+    poll_for(lambda: len(trio.scheduler_info(n_workers=-1)["workers"]) == WORKERS, timeout=60,
+             what=f"{WORKERS} workers")
+    return trio
+
+
+def _start(client: Client, name: str, tmp: Any, **kw: Any) -> Run:
+    problem = counting_problem(size=256, batch=32, delay_s=0.04)
+    problem.update(kw)
+    return fit(
+        epochs=EPOCHS, cluster=client, name=name, store=str(tmp / "ckpt"), wait=False,
+        checkpoint_every=8, **problem,
+    )
+
+
+def _at_step(run: Run, step: int) -> dict[str, Any]:
+    return poll_for(
+        lambda: (i := run.info())["step"] >= step and i["state"] == "RUNNING" and i,
+        timeout=120, what=f"step {step} of {run.name}",
+    )
+
+
+def _member(info: dict[str, Any], index: int) -> str:
+    return str(info["members"][index])
+
+
+def _finished(run: Run, timeout: float = 180) -> dict[str, Any]:
+    run.wait(timeout=timeout)
+    info = run.info()
+    assert info["state"] == "COMPLETED", info
+    return info
+
+
+def _exact_counts(run: Run) -> None:
+    counts = run.model().counts.detach()
+    wrong = (counts != EPOCHS).nonzero().flatten().tolist()
+    assert wrong == [], f"samples not used exactly {EPOCHS} times: {[(i, float(counts[i])) for i in wrong[:10]]}"
+
+
+def test_a_killed_worker_is_survived_on_the_fast_path(client: Client, tmp_path: Any, unique_name: str) -> None:
+    run = _start(client, unique_name, tmp_path)
+    info = _at_step(run, 6)
+    kill_worker(client, _member(info, 2))
+    info = _finished(run)
+    _exact_counts(run)
+    first = info["recoveries"][0]
+    assert first["how"] == "survive" and first["workers_before"] == 3 and first["workers_after"] == 2
+    assert first["steps_lost"] == 0
+    assert first["rto_s"] < 1.0, first
+
+
+def test_a_hung_worker_is_evicted_and_survived(client: Client, tmp_path: Any, unique_name: str) -> None:
+    run = _start(client, unique_name, tmp_path)
+    info = _at_step(run, 6)
+    hang_worker(client, _member(info, 1))
+    info = _finished(run)
+    _exact_counts(run)
+    first = info["recoveries"][0]
+    assert "heartbeat" in first["cause"] and first["steps_lost"] == 0, first
+    assert first["rto_s"] < 2.5, first
+
+
+def test_two_kills_in_a_row(client: Client, tmp_path: Any, unique_name: str) -> None:
+    run = _start(client, unique_name, tmp_path, min_workers=1)
+    info = _at_step(run, 4)
+    kill_worker(client, _member(info, 2))
+    poll_for(lambda: len(run.recoveries) >= 1, timeout=30, what="the first recovery")
+    info = _at_step(run, info["step"] + 3)
+    kill_worker(client, _member(info, 0))
+    info = _finished(run)
+    _exact_counts(run)
+    assert len(info["recoveries"]) >= 2 and all(r["steps_lost"] == 0 for r in info["recoveries"])
+
+
+def test_a_kill_during_recovery_takes_the_slow_path(client: Client, tmp_path: Any, unique_name: str) -> None:
+    run = _start(client, unique_name, tmp_path)
+    info = _at_step(run, 6)
+    first, second = _member(info, 2), _member(info, 1)
+    kill_worker(client, first)
+    kill_worker(client, second)  # before the survivors have committed a step
+    info = _finished(run)
+    _exact_counts(run)
+    assert info["recoveries"], info
+    assert all(r["steps_lost"] == 0 for r in info["recoveries"])
+    assert any(r["workers_after"] == 1 or r["how"] == "form" for r in info["recoveries"])
+
+
+def test_a_restarted_worker_rejoins(client: Client, tmp_path: Any, unique_name: str) -> None:
+    run = fit(
+        epochs=8, cluster=client, name=unique_name, store=str(tmp_path / "ckpt"), wait=False,
+        checkpoint_every=8, **counting_problem(size=256, batch=32, delay_s=0.05),
+    )
+    info = _at_step(run, 4)
+    victim = _member(info, 2)
+    kill_worker(client, victim)
+    # the nanny restarts it under the same name; it warms up and is admitted again
+    back = poll_for(
+        lambda: (i := run.info())["world_size"] == 3 and i["generation"] > info["generation"] + 1 and i,
+        timeout=60, what="the restarted worker training again",
+    )
+    assert victim in back["members"]
+    run.wait(timeout=180)
+    counts = run.model().counts.detach()
+    assert bool((counts == 8).all()), counts
+    assert run.info()["health"] == "HEALTHY"
+
+
+STARTER = textwrap.dedent(
+    """
+    import sys
+    from distributed import Client
+    from ft_notebook.testing.training import counting_problem
+    from ft_notebook.train import fit
+    client = Client(sys.argv[1])
+    fit(epochs=4, cluster=client, name=sys.argv[2], store=sys.argv[3], wait=False,
+        checkpoint_every=8, **counting_problem(size=256, batch=32, delay_s=0.04))
+    print("started", flush=True)
+    sys.stdin.read()  # a kernel that lives until it is killed
+    """
+)
+
+
+def test_the_run_outlives_the_process_that_started_it(client: Client, tmp_path: Any, unique_name: str) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", STARTER, client.scheduler.address, unique_name, str(tmp_path / "ckpt")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    ) as starter:
+        try:
+            assert starter.stdout is not None and starter.stdout.readline().strip() == "started"
+            run = attach(unique_name, cluster=client)
+            _at_step(run, 3)
+            os.kill(starter.pid, signal.SIGKILL)
+            starter.wait(timeout=30)
+        finally:
+            if starter.poll() is None:
+                starter.kill()
+    steps_then = run.step
+    info = _finished(run)
+    assert info["step"] > steps_then
+    factory = counting_problem(size=256, batch=32)["model"]
+    _exact_counts(Run(client, unique_name, model_factory=factory, store_url=str(tmp_path / "ckpt")))
+
+
+def _final_parameters(run: Run) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in run.model().parameters()]
+
+
+def test_deterministic_runs_end_bit_identical_with_and_without_a_failure(
+    client: Client, tmp_path: Any, unique_name: str
+) -> None:
+    kw = dict(epochs=3, cluster=client, deterministic=True, checkpoint_every=8, wait=False,
+              **regression_problem(size=256, batch=32, delay_s=0.04))
+    clean = fit(name=f"{unique_name}-clean", store=str(tmp_path / "a"), **kw)
+    clean.wait(timeout=180)
+    poll_for(lambda: len(client.scheduler_info(n_workers=-1)["workers"]) == WORKERS, timeout=60)
+    faulty = fit(name=f"{unique_name}-faulty", store=str(tmp_path / "b"), **kw)
+    info = _at_step(faulty, 5)
+    kill_worker(client, _member(info, 1))
+    info = _finished(faulty)
+    assert info["recoveries"], info
+    for a, b in zip(_final_parameters(clean), _final_parameters(faulty), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_without_deterministic_a_failure_changes_the_result_only_within_tolerance(
+    client: Client, tmp_path: Any, unique_name: str
+) -> None:
+    kw = dict(epochs=3, cluster=client, checkpoint_every=8, wait=False,
+              **regression_problem(size=256, batch=32, delay_s=0.04))
+    clean = fit(name=f"{unique_name}-clean", store=str(tmp_path / "a"), **kw)
+    clean.wait(timeout=180)
+    poll_for(lambda: len(client.scheduler_info(n_workers=-1)["workers"]) == WORKERS, timeout=60)
+    faulty = fit(name=f"{unique_name}-faulty", store=str(tmp_path / "b"), **kw)
+    info = _at_step(faulty, 5)
+    kill_worker(client, _member(info, 1))
+    _finished(faulty)
+    for a, b in zip(_final_parameters(clean), _final_parameters(faulty), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)  # float32 sums in another order
