@@ -42,10 +42,17 @@ class PacedDataset(Dataset):  # type: ignore[type-arg]
     fault can be injected at a chosen step even on a fast machine."""
 
     def __init__(
-        self, *tensors: torch.Tensor, delay_s: float = 0.0, slow: dict[int, float] | None = None
+        self,
+        *tensors: torch.Tensor,
+        delay_s: float = 0.0,
+        slow: dict[int, float] | None = None,
+        slow_once: str | None = None,
     ) -> None:
         self.tensors, self.delay_s = tensors, delay_s
         self.slow = slow or {}  # sample index -> extra seconds whenever it is fetched
+        #: A file: the first process to fetch a slow sample creates it and is slow;
+        #: everyone after is not (a hang of one worker, not a poisoned sample).
+        self.slow_once = slow_once
 
     def __len__(self) -> int:
         return len(self.tensors[0])
@@ -54,7 +61,13 @@ class PacedDataset(Dataset):  # type: ignore[type-arg]
         return tuple(t[index] for t in self.tensors)
 
     def __getitems__(self, indices: list[int]) -> list[tuple[torch.Tensor, ...]]:
-        delay = self.delay_s + sum(self.slow.get(i, 0.0) for i in indices)
+        extra = sum(self.slow.get(i, 0.0) for i in indices)
+        if extra and self.slow_once is not None:
+            try:
+                open(self.slow_once, "x").close()
+            except FileExistsError:
+                extra = 0.0
+        delay = self.delay_s + extra
         if delay:
             time.sleep(delay)
         return [self[i] for i in indices]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import statistics
 import time
@@ -24,7 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.protocol import deserialize
 from distributed.protocol.pickle import dumps
+from distributed.protocol.serialize import Serialized
 
 from ft_notebook.cluster.plugins import control_plane
 from ft_notebook.events import (
@@ -239,6 +242,7 @@ class RunCoordinator(SchedulerPlugin):
             base=old.gen if old is not None and how == "survive" else None,
             lost=lost,
             stop=stop,
+            committed=record.highest_step,
         )
         record.plan = plan
         if not stop:
@@ -259,7 +263,11 @@ class RunCoordinator(SchedulerPlugin):
         )
         out = result.get(address)
         if isinstance(out, dict) and out.get("status") == "OK":
-            return out.get("result")
+            value = out.get("result")
+            if isinstance(value, Serialized):  # the scheduler leaves results serialized
+                # our own worker's answer, over the cluster's authenticated connection
+                value = deserialize(value.header, value.frames)
+            return value
         raise RuntimeError(f"calling {getattr(fn, '__name__', fn)} on {address}: {out!r}")
 
     def _spawn(self, coro: Any) -> None:
@@ -396,7 +404,8 @@ class RunCoordinator(SchedulerPlugin):
                 # loss a moment to arrive, else form the same members again
                 asyncio.get_running_loop().call_later(0.5, self._reform_if_stuck, record, plan.gen)
         elif kind == "done":
-            record.step = r.step
+            record.step, record.epoch = r.step, int(r.data.get("epoch", record.epoch))
+            record.loss = r.data.get("loss", record.loss)
             if r.data.get("checkpoint") is not None:
                 record.checkpoint = r.data["checkpoint"]
             self._finish(record, RunState.COMPLETED, f"{r.step} steps")
@@ -494,7 +503,8 @@ class RunCoordinator(SchedulerPlugin):
 
     async def _check_stall(self, record: Record) -> None:
         plan = record.plan
-        if record.state is not RunState.RUNNING or plan is None or plan.stop:
+        active = (RunState.RUNNING, RunState.RECOVERING)
+        if record.state not in active or plan is None or plan.stop:
             return
         threshold = self.stall_threshold(record)
         if time.time() - record.last_advance < threshold:
@@ -504,8 +514,8 @@ class RunCoordinator(SchedulerPlugin):
             address = record.actors.get(name)
             if address is not None:
                 with contextlib.suppress(Exception):
-                    states[name] = await asyncio.wait_for(
-                        self._call(address, _rank.rank_state, record.name), 5
+                    states[name] = json.loads(
+                        await asyncio.wait_for(self._call(address, _rank.rank_state, record.name), 5)
                     )
         stuck = [n for n, s in states.items() if s and s.get("phase") == "compute"]
         if not stuck or len(stuck) == len(plan.members):

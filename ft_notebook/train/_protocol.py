@@ -33,6 +33,9 @@ class Plan:
     lost: str | None = None
     prepare: bool = True  # build leave-one-out groups for the next single loss
     stop: str = ""  # non-empty: stop the rank actor ("cancelled", "failed", ...)
+    #: The newest step the coordinator knows committed: when no member holds a state
+    #: (every holder was lost), the ranks read the newest durable checkpoint instead.
+    committed: int = 0
 
     def to_wire(self) -> dict[str, Any]:
         return asdict(self)

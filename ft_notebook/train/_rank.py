@@ -23,6 +23,7 @@ import time
 import traceback
 from typing import Any
 
+from ft_notebook.exceptions import RendezvousTimeout
 from ft_notebook.train._groups import (
     Generation,
     Interrupted,
@@ -65,9 +66,12 @@ def deliver(run: str, plan: dict[str, Any], dask_worker: Any = None) -> str:
     return "delivered"
 
 
-def rank_state(run: str, dask_worker: Any = None) -> dict[str, Any] | None:
+def rank_state(run: str, dask_worker: Any = None) -> str:
+    """The actor's phase as JSON (the scheduler does not deserialize richer results)."""
+    import json
+
     actor = _ACTORS.get(run)
-    return None if actor is None else actor.describe()
+    return json.dumps(None if actor is None else actor.describe())
 
 
 def rank_logs(run: str, dask_worker: Any = None) -> str:
@@ -106,6 +110,7 @@ class RankActor(threading.Thread):
         self._pending_save: Any = None
         self._save_backoff_until = 0
         self._last_progress = 0.0
+        self._last_loss: Any = None
         self._window: tuple[float, int] | None = None
 
     # -- plans
@@ -217,7 +222,7 @@ class RankActor(threading.Thread):
                     self._finish()
             except Interrupted:
                 continue
-            except PeerFailed as e:
+            except (PeerFailed, RendezvousTimeout) as e:
                 self.set_phase("peer-failed")
                 self.log(str(e))
                 self.report("peer-failed", error=str(e))
@@ -288,6 +293,14 @@ class RankActor(threading.Thread):
         steps = torch.tensor([self.step, -self.step], dtype=torch.int64, device=device)
         self._allreduce(steps, "MAX", "agreeing on the committed step")
         newest, oldest = int(steps[0]), -int(steps[1])
+        plan = self.current
+        if newest < 0 and plan is not None and plan.committed > 0:
+            # every rank that held the state was lost: the newest durable checkpoint
+            self.log(f"no member holds the state of step {plan.committed}: reading the store")
+            self._resume()
+            steps = torch.tensor([self.step, -self.step], dtype=torch.int64, device=device)
+            self._allreduce(steps, "MAX", "agreeing on the checkpoint step")
+            newest, oldest = int(steps[0]), -int(steps[1])
         if newest == oldest and newest >= 0:
             return
         src = torch.tensor([self.gen.rank if self.step == newest else self.gen.world], device=device)
@@ -359,11 +372,13 @@ class RankActor(threading.Thread):
                 streak += 1
                 self.nonfinite_total += 1
                 self.skip.add(step)
-                self.report("nonfinite", at_step=step, streak=streak, loss=_plain(loss))
+                if gen.rank == 0:
+                    self.report("nonfinite", at_step=step, streak=streak, loss=_plain(loss))
                 if streak >= self.spec.nonfinite_limit:
                     self._rollback(streak)
                     streak = 0
                     continue
+            self._last_loss = _plain(loss)
             self._after_step(loss)
         return True
 
@@ -415,8 +430,14 @@ class RankActor(threading.Thread):
 
     def _checkpoint(self) -> None:
         """An asynchronous durable checkpoint; a failing store only delays the next."""
-        store = self._checkpoint_store()
-        if store is None or self.step < self._save_backoff_until:
+        if self.step < self._save_backoff_until:
+            return
+        try:
+            store = self._checkpoint_store()
+        except Exception as e:  # an unwritable location: training goes on, saves lag
+            self._save_failed(e)
+            return
+        if store is None:
             return
         previous = self._pending_save
         if previous is not None and previous.done():
@@ -480,10 +501,13 @@ class RankActor(threading.Thread):
 
             self.trainer = Trainer(self.spec, self.trainer.device)
         self.skip = skip
-        self.log(f"{streak} non-finite steps in a row: rolled back to step {target}")
-        self.report("rollback", to_step=target, from_step=self.step, skipped=sorted(skip)[-streak:])
-        self.step = target
-        self._sync()  # ranks may have read different checkpoints: agree again
+        came_from, self.step = self.step, target
+        self._sync()  # ranks may have read different checkpoints: agree on the newest
+        self.log(f"{streak} non-finite steps in a row: rolled back to step {self.step}")
+        if self.gen is not None and self.gen.rank == 0:
+            self.report(
+                "rollback", to_step=self.step, from_step=came_from, skipped=sorted(skip)[-streak:]
+            )
 
     def _finish(self) -> None:
         gen = self.gen
@@ -491,8 +515,12 @@ class RankActor(threading.Thread):
         self.set_phase("done")
         if gen.rank == 0:
             self.final = self._state_bytes()
-            store = self._checkpoint_store()
             saved = None
+            try:
+                store = self._checkpoint_store()
+            except Exception as e:
+                self.log(f"the final checkpoint failed: {e}")
+                store = None
             if store is not None:
                 if self._pending_save is not None:
                     store.flush(timeout=60)
@@ -502,7 +530,10 @@ class RankActor(threading.Thread):
                     saved = self.step
                 except Exception as e:
                     self.log(f"the final checkpoint failed: {e}")
-            self.report("done", checkpoint=saved, nonfinite_total=self.nonfinite_total)
+            self.report(
+                "done", checkpoint=saved, nonfinite_total=self.nonfinite_total,
+                epoch=self.step // self.trainer.steps_per_epoch, loss=self._last_loss,
+            )
         self.log(f"finished at step {self.step}")
 
 

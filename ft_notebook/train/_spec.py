@@ -43,6 +43,16 @@ class FitSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
+        if hasattr(self.model, "state_dict") and hasattr(self.model, "parameters"):
+            raise TrainingError(
+                "model= must be a factory that builds the module on each worker, not a "
+                "module: pass model=lambda: MyNet(...) (or the class itself)."
+            )
+        if hasattr(self.optimizer, "param_groups"):
+            raise TrainingError(
+                "optimizer= must be a factory of the parameters, not an optimizer: pass "
+                "optimizer=lambda params: torch.optim.AdamW(params, lr=1e-3)."
+            )
         for what, value in (("model", self.model), ("optimizer", self.optimizer)):
             if not callable(value):
                 raise TrainingError(

@@ -34,7 +34,7 @@ def trio() -> Iterator[Client]:
     """3 worker processes under nannies, 200 ms heartbeats, the control plane on."""
     lc = LocalCluster(
         n_workers=WORKERS, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address=None, worker_dashboard_address=None, heartbeat_interval="200ms",
+        dashboard_address="127.0.0.1:0", worker_dashboard_address=None, heartbeat_interval="200ms",
         silence_logs=40,
     )
     with Client(lc, set_as_default=False) as client:

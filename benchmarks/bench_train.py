@@ -1,0 +1,394 @@
+"""``ft.fit`` against plain ``torchrun`` DDP, and its recovery time after a SIGKILL.
+
+    .venv/bin/python benchmarks/bench_train.py [--pairs 5] [--rto-runs 10] [--quick]
+
+1. Throughput: steady-state samples/s of ``ft.fit`` on a LocalCluster of 2 worker
+   processes (1 thread each, heartbeats every 200 ms) against ``torchrun
+   --nproc_per_node=2`` DDP (gloo, CPU, ``benchmarks/_ddp_reference.py``) of the same
+   MLP (``ft_notebook.testing.training.mlp``), data (``regression_problem``'s tensors
+   as a TensorDataset, indexed by the same per-epoch permutation), Adam (lr 1e-2) and
+   global batch, split in halves; one torch thread per process in both arms. The
+   first ``--warmup`` steps are skipped: ft's rate is taken from the run's history
+   (progress points of rank 0), torchrun's from rank 0's wall time after every step.
+   The arms alternate (``--pairs`` rounds); the ratio is the median of the per-pair
+   ratios. A third arm, ft with ``checkpoint_every=50`` (an asynchronous durable
+   checkpoint every 50 steps; the first arm saves only at the end), is context.
+2. Recovery time: 3 workers train ``counting_problem`` (steps paced to about 25 ms);
+   once the run has passed a random step, one of its members, chosen at random, is
+   SIGKILLed (``os.kill`` of the worker process, whose nanny starts a fresh one).
+   RTO is the time from just before the kill to the ``resumed_at`` of the run's
+   recovery (rank 0's first committed step with the 2 survivors). ``fast_recovery``
+   True and False alternate, ``--rto-runs`` runs each; between runs the script waits
+   (polling, with a deadline) until the cluster has 3 workers again. After every
+   run the trained counts are checked: every sample used exactly once.
+
+Prints Markdown rows for BENCHMARKS.md on stdout; per-run details go to stderr.
+Uses a temporary data folder and checkpoint store, never the user's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+from pathlib import Path
+from typing import Any
+
+from _common import row
+
+HERE = Path(__file__).parent
+REFERENCE = HERE / "_ddp_reference.py"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def poll(condition: Any, deadline_s: float, what: str, every_s: float = 0.02) -> Any:
+    """Call ``condition`` until it returns something truthy; TimeoutError past the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {deadline_s:g} s")
+        time.sleep(every_s)
+
+
+def start_cluster(n: int) -> tuple[Any, Any]:
+    import dask.config
+    from distributed import Client, LocalCluster
+
+    from ft_notebook.cluster import install_plugins
+    from ft_notebook.config import cluster_dask_config
+
+    with dask.config.set(cluster_dask_config()):
+        lc = LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            worker_dashboard_address=None,
+            heartbeat_interval="200ms",
+            silence_logs=int(os.environ.get("BENCH_LOG_LEVEL", 40)),
+            env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+            preload=["ft_notebook.cluster._preload"],  # torch imported before registering, as ft.cluster() does
+        )
+    client = Client(lc, set_as_default=False)
+    install_plugins(client)
+    client.wait_for_workers(n, timeout=120)
+    return lc, client
+
+
+def worker_count(client: Any) -> int:
+    return len(client.scheduler_info(n_workers=-1)["workers"])
+
+
+# ---- 1. throughput
+
+
+def steady_rate(points: list[tuple[int, float]], warmup: int, batch: int) -> tuple[float, int, int]:
+    """samples/s between the first point at or after ``warmup`` and the last point."""
+    window = [(s, t) for s, t in points if s >= warmup]
+    if len(window) < 2 or window[-1][1] <= window[0][1]:
+        raise RuntimeError(f"too few points after step {warmup}: {points[-5:]}")
+    (s0, t0), (s1, t1) = window[0], window[-1]
+    return (s1 - s0) / (t1 - t0) * batch, s0, s1
+
+
+def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
+    import torch
+    from torch.utils.data import TensorDataset
+
+    from ft_notebook.testing.training import regression_problem
+    from ft_notebook.train import fit
+
+    size = args.batch * args.steps_per_epoch
+    epochs = -(-args.steps // args.steps_per_epoch)
+    steps = epochs * args.steps_per_epoch
+    problem = regression_problem(
+        size=size, batch=args.batch, features=args.features, hidden=args.hidden
+    )
+    problem["data"] = TensorDataset(*problem["data"].tensors)
+    lc, client = start_cluster(2)
+    threads = client.run(lambda: (torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")))
+    log(f"ft workers (torch threads, OMP_NUM_THREADS): {sorted(threads.values())}")
+
+    def ft_arm(checkpoint_every: int) -> dict[str, float]:
+        name = f"bench-tp-{uuid.uuid4().hex[:6]}"
+        run = fit(
+            **problem, epochs=epochs, cluster=client, name=name, store=str(work / "store"),
+            checkpoint_every=checkpoint_every, wait=True, timeout=600,
+        )
+        info = run.info()
+        if info["state"] != "COMPLETED" or info["step"] != steps:
+            raise RuntimeError(f"ft run {name}: {info['state']} at step {info['step']}/{steps}")
+        points = [(h["step"], h["time"]) for h in info["history"] if h["world_size"] == 2]
+        rate, s0, s1 = steady_rate(points, args.warmup, args.batch)
+        log(f"  ft (checkpoint_every={checkpoint_every}): {rate:.0f} samples/s, steps {s0}-{s1}, "
+            f"{len(points)} history points, loss {info['loss']}")
+        return {"rate": rate, "ms": args.batch / rate * 1e3}
+
+    def torchrun_arm() -> dict[str, float]:
+        out = work / f"ddp-{uuid.uuid4().hex[:6]}.json"
+        cmd = [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            str(REFERENCE), "--size", str(size), "--batch", str(args.batch),
+            "--features", str(args.features), "--hidden", str(args.hidden),
+            "--epochs", str(epochs), "--out", str(out),
+        ]
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"torchrun failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        result = json.loads(out.read_text())
+        times = result["times"]  # times[k]: after step k (times[0]: before the first)
+        rate, s0, s1 = steady_rate(list(enumerate(times)), args.warmup, args.batch)
+        log(f"  torchrun: {rate:.0f} samples/s, steps {s0}-{s1}, loss {result['loss']:.4g}")
+        return {"rate": rate, "ms": args.batch / rate * 1e3}
+
+    arms = {
+        "ft": lambda: ft_arm(checkpoint_every=10 * steps),
+        "torchrun": torchrun_arm,
+        "ft-ckpt": lambda: ft_arm(checkpoint_every=50),
+    }
+    results: dict[str, list[dict[str, float]]] = {k: [] for k in arms}
+    try:
+        for pair in range(args.pairs):
+            log(f"throughput round {pair + 1}/{args.pairs}")
+            for key, arm in arms.items():
+                results[key].append(arm())
+    finally:
+        client.close()
+        lc.close()
+
+    ref = results["torchrun"]
+    med_ref = statistics.median(r["rate"] for r in ref)
+
+    def line(label: str, key: str, goal: str) -> str:
+        ours = results[key]
+        ratios = [o["rate"] / r["rate"] for o, r in zip(ours, ref, strict=True)]
+        ratio = statistics.median(ratios)
+        med = statistics.median(o["rate"] for o in ours)
+        met = "" if goal == "(context)" else ("yes" if ratio >= 0.97 else "no")
+        return row(
+            label,
+            f"{med:,.0f} samples/s ({args.batch / med * 1e3:.1f} ms/step)",
+            f"{med_ref:,.0f} samples/s ({args.batch / med_ref * 1e3:.1f} ms/step)",
+            f"{ratio:.3f}",
+            ", ".join(f"{x:.3f}" for x in ratios),
+            goal,
+            met,
+        )
+
+    what = (
+        f"MLP {args.features}-{args.hidden}-1 ({sum(p.numel() for p in problem['model']().parameters()):,} "
+        f"parameters), global batch {args.batch}, steps {args.warmup}-{steps}"
+    )
+    return [
+        f"\nThroughput: 2 workers x 1 thread vs `torchrun --nproc_per_node=2` DDP (gloo, CPU), "
+        f"{what}, {args.pairs} interleaved rounds, medians; {cores()} cores\n",
+        row("benchmark", "ft.fit", "torchrun DDP", "ratio ft/torchrun (median)", "per round", "goal", "met"),
+        row("---", "---", "---", "---", "---", "---", "---"),
+        line("steady-state throughput, ft.fit without periodic checkpoints", "ft", ">= 0.97"),
+        line("the same, ft.fit with `checkpoint_every=50`", "ft-ckpt", "(context)"),
+    ]
+
+
+# ---- 2. recovery time
+
+
+def bench_rto(args: argparse.Namespace, work: Path) -> list[str]:
+    import torch
+
+    from ft_notebook.testing.training import counting_problem
+    from ft_notebook.train import fit
+
+    batch = 32
+    problem = counting_problem(size=batch * args.rto_steps, batch=batch, delay_s=args.delay)
+    rng = random.Random(args.seed)
+    lc, client = start_cluster(3)
+    results: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    failures: dict[bool, list[str]] = {True: [], False: []}
+
+    def pids() -> dict[str, int]:
+        from ft_notebook.cluster._remote import scheduler_workers  # what chaos.kill_worker uses
+
+        return {w["name"]: int(w["pid"]) for w in client.run_on_scheduler(scheduler_workers)}
+
+    def once(fast: bool, index: int) -> dict[str, Any]:
+        kill_step = rng.randint(args.kill_from, args.kill_to)
+        name = f"bench-rto-{'fast' if fast else 'form'}-{index}-{uuid.uuid4().hex[:4]}"
+        run = fit(
+            **problem, epochs=1, cluster=client, name=name, store=str(work / "store"),
+            fast_recovery=fast, wait=False,
+        )
+
+        def reached() -> dict[str, Any] | None:
+            info = run.info()
+            if info["state"] in ("COMPLETED", "FAILED", "CANCELLED"):
+                raise RuntimeError(f"{name} ended ({info['state']}) before step {kill_step}")
+            ok = info["state"] == "RUNNING" and info["world_size"] == 3 and info["step"] >= kill_step
+            return info if ok else None
+
+        info = poll(reached, 300, f"{name} reaching step {kill_step}", every_s=0.01)
+        victim = rng.choice(sorted(info["members"]))
+        pid = pids()[victim]
+        at_step = info["step"]
+        t_kill = time.time()
+        os.kill(pid, signal.SIGKILL)
+
+        recovery = poll(lambda: run.info()["recoveries"], 60, f"{name} recovering")[0]
+        run.wait(timeout=300)
+        final = run.info()
+        counts = run.model().counts.detach()
+        exact = bool(torch.all(counts == 1.0))
+        result = {
+            "rto": recovery["resumed_at"] - t_kill,
+            "detect": recovery["detected_at"] - t_kill,
+            "reported": recovery["rto_s"],
+            "steps_lost": recovery["steps_lost"],
+            "how": recovery["how"],
+            "after": recovery["workers_after"],
+            "recoveries": len(final["recoveries"]),
+            "exact": exact,
+        }
+        log(
+            f"  {name}: killed worker {victim} (pid {pid}) at step ~{at_step}: RTO "
+            f"{result['rto']:.3f} s (detected after {result['detect']:.3f} s, reported rto_s "
+            f"{result['reported']:.3f}), how={result['how']}, workers {recovery['workers_before']}"
+            f"->{result['after']}, steps_lost={result['steps_lost']}, recoveries="
+            f"{result['recoveries']}, final {final['state']} step {final['step']}, counts exact: {exact}"
+            + ("" if exact else f" (min {float(counts.min())}, max {float(counts.max())})")
+        )
+        return result
+
+    def nannies() -> str:
+        return ", ".join(
+            f"{name}: nanny {w.status.name}, process "
+            f"{'alive' if w.is_alive() else 'not alive'}"
+            for name, w in sorted(lc.workers.items(), key=lambda kv: str(kv[0]))
+        )
+
+    stopped = ""
+    try:
+        for index in range(args.rto_runs):
+            for fast in (True, False):
+                try:
+                    poll(lambda: worker_count(client) == 3, 120, "3 workers back", every_s=0.1)
+                except TimeoutError as e:
+                    from ft_notebook.cluster._remote import scheduler_workers
+
+                    stopped = f"{e} (scheduler: {client.run_on_scheduler(scheduler_workers)}; {nannies()})"
+                    log(f"  stopping the recovery runs: {stopped}")
+                    break
+                try:
+                    results[fast].append(once(fast, index))
+                except Exception as e:
+                    failures[fast].append(f"{type(e).__name__}: {e}")
+                    log(f"  run failed: {traceback.format_exc()}")
+            if stopped:
+                break
+    finally:
+        client.close()
+        lc.close()
+
+    def line(fast: bool, goal_s: float) -> str:
+        rs = results[fast]
+        n = len(rs) + len(failures[fast])
+        if not rs:
+            return row(f"fast_recovery={fast}", "no run recovered", *[""] * 8, f"<= {goal_s} s", "no")
+        rto = [r["rto"] for r in rs]
+        med = statistics.median(rto)
+        hows = sorted({r["how"] for r in rs})
+        how = ", ".join(f"{h} {sum(r['how'] == h for r in rs)}" for h in hows)
+        lost = max(r["steps_lost"] for r in rs)
+        exact = sum(r["exact"] for r in rs)
+        met = "yes" if med <= goal_s and lost == 0 and not failures[fast] else "no"
+        return row(
+            f"fast_recovery={fast}",
+            f"{med:.3f}",
+            f"{max(rto):.3f}",
+            f"{statistics.median(r['detect'] for r in rs):.3f}",
+            f"{statistics.median(r['reported'] for r in rs):.3f}",
+            f"{lost}",
+            how,
+            f"{exact}/{len(rs)}",
+            f"{len(rs)}/{n}" + (f" ({'; '.join(failures[fast])})" if failures[fast] else ""),
+            f"median <= {goal_s} s, 0 steps lost",
+            met,
+        )
+
+    return [
+        f"\nRecovery: SIGKILL of one of 3 workers (1 thread each) of a `counting_problem` run "
+        f"(batch {batch}, {args.rto_steps} steps of about {args.delay * 1e3:.0f} ms + overhead), "
+        f"killed past a random step in [{args.kill_from}, {args.kill_to}]; RTO from just before "
+        f"the kill to the first step committed by the 2 survivors; {args.rto_runs} runs each; "
+        f"{cores()} cores\n",
+        row("recovery", "median RTO (s)", "worst RTO (s)", "kill -> detected (median s)",
+            "reported rto_s (median)", "steps lost (max)", "path taken", "counts exact",
+            "runs recovered", "goal", "met"),
+        row(*["---"] * 11),
+        line(True, 0.25),
+        line(False, 1.0),
+    ] + ([f"\nRecovery runs stopped early: {stopped}"] if stopped else [])
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pairs", type=int, default=5, help="throughput rounds (default 5)")
+    parser.add_argument("--rto-runs", type=int, default=10, help="kills per mode (default 10)")
+    parser.add_argument("--quick", action="store_true", help="3 rounds and 3 kills per mode")
+    parser.add_argument("--only", choices=("throughput", "rto"), default=None)
+    parser.add_argument("--features", type=int, default=512)
+    parser.add_argument("--hidden", type=int, default=2048)
+    parser.add_argument("--batch", type=int, default=512, help="global batch (default 512)")
+    parser.add_argument("--steps", type=int, default=200, help="steps per throughput run")
+    parser.add_argument("--steps-per-epoch", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=40, help="steps not measured")
+    parser.add_argument("--rto-steps", type=int, default=200, help="steps per recovery run")
+    parser.add_argument("--delay", type=float, default=0.02, help="data delay per step (s)")
+    parser.add_argument("--kill-from", type=int, default=30)
+    parser.add_argument("--kill-to", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.quick:
+        args.pairs, args.rto_runs = 3, 3
+
+    work = Path(tempfile.mkdtemp(prefix="ft-bench-train-"))
+    os.environ["DASK_FT_NOTEBOOK__DATA_DIR"] = str(work / "data")
+    from ft_notebook.config import reload_config
+
+    reload_config()
+    started = time.monotonic()
+    lines: list[str] = []
+    if args.only in (None, "throughput"):
+        lines += bench_throughput(args, work)
+        for text in lines:
+            print(text, flush=True)
+    if args.only in (None, "rto"):
+        rto = bench_rto(args, work)
+        for text in rto:
+            print(text, flush=True)
+    log(f"total {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""ft.fit on a real cluster: bad input fails fast and leaves the cluster usable;
+NaNs, stalls, slow steps, full stores and a lost cluster are handled."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dask.config
+import pytest
+import torch
+from distributed import Client, LocalCluster
+
+from ft_notebook.cluster import install_plugins
+from ft_notebook.cluster.chaos import kill_worker
+from ft_notebook.config import reload_config
+from ft_notebook.exceptions import NoWorkers, RunFailed, TrainingError
+from ft_notebook.testing import poll_for
+from ft_notebook.testing.training import CountingModel, counting_problem
+from ft_notebook.train import attach, epoch_order, fit, runs
+
+pytestmark = pytest.mark.integration
+
+
+def _local_cluster(n: int) -> LocalCluster:
+    return LocalCluster(
+        n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address="127.0.0.1:0", worker_dashboard_address=None, heartbeat_interval="200ms",
+        silence_logs=40,
+    )
+
+
+@pytest.fixture(scope="module")
+def duo() -> Iterator[Client]:
+    lc = _local_cluster(2)
+    with Client(lc, set_as_default=False) as client:
+        install_plugins(client)
+        yield client
+    lc.close()
+
+
+@pytest.fixture
+def client(duo: Client) -> Client:
+    poll_for(lambda: len(duo.scheduler_info(n_workers=-1)["workers"]) == 2, timeout=60)
+    return duo
+
+
+def _works(client: Client) -> None:
+    assert client.submit(sum, [20, 22], pure=False).result(timeout=30) == 42
+
+
+def broken_model() -> torch.nn.Module:
+    raise ValueError("this factory is broken on purpose")
+
+
+def test_a_failing_model_factory_fails_the_run_within_seconds(client: Client, tmp_path: Path, unique_name: str) -> None:
+    problem = counting_problem()
+    problem["model"] = broken_model
+    started = time.monotonic()
+    with pytest.raises(RunFailed, match="this factory is broken on purpose") as err:
+        fit(epochs=1, cluster=client, name=unique_name, store=str(tmp_path), timeout=60, **problem)
+    assert time.monotonic() - started < 20
+    assert "broken_model" in str(err.value)  # the worker's traceback comes along
+    _works(client)
+
+
+def test_a_dataset_that_cannot_be_pickled_fails_at_once(client: Client, tmp_path: Path) -> None:
+    problem = counting_problem()
+    problem["data"] = _Unpicklable()
+    with pytest.raises(TrainingError, match="cannot be sent to the workers"):
+        fit(epochs=1, cluster=client, store=str(tmp_path), **problem)
+    _works(client)
+
+
+class _Unpicklable(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> Any:
+        return torch.tensor(i), torch.tensor(0.0)
+
+
+def test_a_batch_smaller_than_the_world_is_refused(client: Client, tmp_path: Path) -> None:
+    problem = counting_problem()
+    problem["batch_size"] = 1
+    with pytest.raises(TrainingError, match="batch_size=1 is smaller than the 2 workers"):
+        fit(epochs=1, cluster=client, store=str(tmp_path), **problem)
+
+
+def test_bad_arguments_are_refused_before_anything_starts(client: Client, tmp_path: Path) -> None:
+    problem = counting_problem()
+    with pytest.raises(TrainingError, match="epochs must be a positive int"):
+        fit(epochs=0, cluster=client, store=str(tmp_path), **problem)
+    problem["model"] = CountingModel(4)  # a module, not a factory
+    with pytest.raises(TrainingError, match="model= must be a factory that builds"):
+        fit(epochs=1, cluster=client, store=str(tmp_path), **problem)
+
+
+def test_no_workers_fails_at_once(tmp_path: Path) -> None:
+    with _local_cluster(0) as lc, Client(lc, set_as_default=False) as client:
+        started = time.monotonic()
+        with pytest.raises(NoWorkers, match="no workers"):
+            fit(epochs=1, cluster=client, store=str(tmp_path), **counting_problem())
+        assert time.monotonic() - started < 10
+
+
+def test_a_run_is_found_again_with_its_logs(client: Client, tmp_path: Path, unique_name: str) -> None:
+    run = fit(epochs=2, cluster=client, name=unique_name, store=str(tmp_path), **counting_problem())
+    assert run.status.value == "COMPLETED" and run.step == 16 and run.epoch == 2
+    again = attach(unique_name, cluster=client)
+    assert again.info()["step"] == 16
+    assert unique_name in [r.name for r in runs(client)]
+    logs = again.logs()
+    assert len(logs) == 2 and all("finished at step 16" in text for text in logs.values())
+    assert f"Run {unique_name!r}: COMPLETED" in repr(again)
+    with pytest.raises(TrainingError, match="No run named 'nope'"):
+        attach("nope", cluster=client)
+    model = run.model()
+    assert bool((model.counts == 2).all())
+
+
+def test_a_nan_step_is_skipped_and_counted(client: Client, tmp_path: Path, unique_name: str) -> None:
+    run = fit(epochs=2, cluster=client, name=unique_name, store=str(tmp_path),
+              **counting_problem(nonfinite=(5,)))
+    info = run.info()
+    assert info["state"] == "COMPLETED" and info["nonfinite"] == 2  # once per epoch
+    # the step holding sample 5 is skipped in each epoch: its samples miss that epoch
+    expected = torch.full((256,), 2.0, dtype=torch.float64)
+    for epoch in range(2):
+        order = torch.from_numpy(epoch_order(0, epoch, 256))
+        step = int((order == 5).nonzero()) // 32
+        expected[order[step * 32 : (step + 1) * 32]] -= 1
+    assert torch.equal(run.model().counts.detach(), expected)
+    assert [n["step"] for n in info["notes"] if n["kind"] == "nonfinite"] == sorted(
+        n["step"] for n in info["notes"] if n["kind"] == "nonfinite"
+    )
+
+
+def test_repeated_nans_roll_the_run_back(client: Client, tmp_path: Path, unique_name: str) -> None:
+    run = fit(epochs=1, cluster=client, name=unique_name, store=str(tmp_path),
+              checkpoint_every=2, nonfinite_limit=1, **counting_problem(nonfinite=(7,)))
+    info = run.info()
+    assert info["state"] == "COMPLETED", info
+    rollbacks = [n for n in info["notes"] if n["kind"] == "rollback"]
+    assert len(rollbacks) == 1 and rollbacks[0]["to_step"] <= rollbacks[0]["from_step"] - 1
+    counts = run.model().counts.detach()
+    assert float(counts[7]) == 0.0 and int((counts == 1).sum()) == 256 - 32
+
+
+def test_a_full_store_does_not_stop_the_run(client: Client, tmp_path: Path, unique_name: str) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the store's folder should be")
+    run = fit(epochs=2, cluster=client, name=unique_name, store=str(blocker / "ckpt"),
+              checkpoint_every=2, wait=False, **counting_problem(delay_s=0.02))
+    run.wait(timeout=120)
+    info = run.info()
+    assert info["state"] == "COMPLETED" and info["step"] == 16
+    assert info["lagging"] and any(n["kind"] == "checkpoint-failed" for n in info["notes"])
+
+
+def test_slow_first_steps_and_a_step_ten_times_the_median_are_not_hangs(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    settings = {"ft-notebook.train.stall-min": "100ms", "ft-notebook.train.first-steps-floor": "3s"}
+    problem = counting_problem(delay_s=0.02)
+    first_epoch = torch.arange(256)[torch.from_numpy(epoch_order(0, 1, 256))]
+    slow_sample = int(first_epoch[100])  # in step 3 of epoch 1: 10x a 20 ms step
+    problem["data"].slow = {int(first_epoch[0]): 1.5, slow_sample: 0.2}
+    try:
+        with dask.config.set(settings):
+            reload_config()
+            run = fit(epochs=2, cluster=client, name=unique_name, store=str(tmp_path), **problem)
+    finally:
+        reload_config()
+    info = run.info()
+    assert info["state"] == "COMPLETED" and info["recoveries"] == [], info["recoveries"]
+
+
+def test_a_step_stuck_on_one_rank_is_evicted(client: Client, tmp_path: Path, unique_name: str) -> None:
+    settings = {"ft-notebook.train.stall-min": "500ms", "ft-notebook.train.first-steps-floor": "2s"}
+    problem = counting_problem(delay_s=0.02)
+    order = epoch_order(0, 1, 256)
+    problem["data"].slow = {int(order[0]): 60.0}  # a rank hangs in a step (heartbeats go on)
+    problem["data"].slow_once = str(tmp_path / "hung-once")
+    try:
+        with dask.config.set(settings):
+            reload_config()
+            run = fit(epochs=2, cluster=client, name=unique_name, store=str(tmp_path),
+                      wait=False, **problem)
+    finally:
+        reload_config()
+    run.wait(timeout=120)
+    info = run.info()
+    assert info["state"] == "COMPLETED" and len(info["recoveries"]) >= 1, info
+    assert "step not advancing" in info["recoveries"][0]["cause"]
+
+
+def test_below_min_workers_the_run_stalls_and_resumes(client: Client, tmp_path: Path, unique_name: str) -> None:
+    run = fit(epochs=4, cluster=client, name=unique_name, store=str(tmp_path), min_workers=2,
+              wait=False, **counting_problem(delay_s=0.04))
+    info = poll_for(lambda: (i := run.info())["step"] >= 4 and i, timeout=60)
+    kill_worker(client, str(info["members"][1]))
+    poll_for(lambda: run.info()["state"] == "STALLED", timeout=30, what="STALLED")
+    run.wait(timeout=120)  # the nanny restarts the worker; the run resumes with 2
+    info = run.info()
+    assert info["state"] == "COMPLETED" and bool((run.model().counts == 4).all())
+
+
+def test_resume_continues_from_the_newest_checkpoint_after_the_cluster_is_lost(
+    tmp_path: Path, unique_name: str
+) -> None:
+    store = str(tmp_path / "ckpt")
+    problem = counting_problem(delay_s=0.05)
+    with _local_cluster(2) as lc, Client(lc, set_as_default=False) as client:
+        install_plugins(client)
+        run = fit(epochs=4, cluster=client, name=unique_name, store=store, checkpoint_every=4,
+                  wait=False, **problem)
+        poll_for(lambda: (run.info()["checkpoint"] or 0) >= 8, timeout=60, what="a checkpoint")
+    # the whole cluster is gone; a new one resumes
+    with _local_cluster(2) as lc, Client(lc, set_as_default=False) as client:
+        install_plugins(client)
+        run = fit(epochs=4, cluster=client, name=unique_name, store=store, resume=True,
+                  timeout=120, **problem)
+        info = run.info()
+        assert info["state"] == "COMPLETED" and (info["resumed_from"] or 0) >= 8
+        assert bool((run.model().counts == 4).all())
