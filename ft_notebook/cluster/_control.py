@@ -20,7 +20,8 @@ the notebook kernel. It
   must never unpickle or execute, because the store has no authentication.
 
 Other plugins find it with :func:`control_plane` and follow membership with
-:meth:`ControlPlane.add_listener`; nothing here knows about training or serving. Hooks never raise into the scheduler: failures are logged.
+:meth:`ControlPlane.add_listener`; nothing here knows about training or serving.
+Hooks never raise into the scheduler: failures are logged.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from distributed.comm.addressing import get_address_host

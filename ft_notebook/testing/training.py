@@ -98,7 +98,9 @@ def counting_problem(
     }
 
 
-def mlp(features: int = 16, hidden: int = 64, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+def mlp(
+    features: int = 16, hidden: int = 64, dtype: torch.dtype = torch.float32
+) -> torch.nn.Module:
     return torch.nn.Sequential(
         torch.nn.Linear(features, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1)
     ).to(dtype)

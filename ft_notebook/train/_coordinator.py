@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
-from distributed.protocol import deserialize
 from distributed.protocol.pickle import dumps
-from distributed.protocol.serialize import Serialized
+from distributed.protocol.serialize import Serialized, deserialize
 
 from ft_notebook.cluster.plugins import control_plane
 from ft_notebook.events import (
@@ -136,6 +135,7 @@ class RunCoordinator(SchedulerPlugin):
         self.runs: dict[str, Record] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watch: asyncio.Task[None] | None = None
+        self.store_address: tuple[str, int] = ("", 0)  # the rendezvous TCPStore
 
     def __getstate__(self) -> dict[str, Any]:
         return {}
@@ -200,7 +200,7 @@ class RunCoordinator(SchedulerPlugin):
         return dict(sorted(found.items(), key=lambda kv: _name_key(kv[0])))
 
     async def _launch(self, record: Record) -> None:
-        await self.control.rendezvous_store()
+        self.store_address = await self.control.rendezvous_store()
         workers = list(self._workers().items())
         limit = record.options.max_workers or len(workers)
         chosen = workers[:limit]
@@ -232,12 +232,11 @@ class RunCoordinator(SchedulerPlugin):
         self, record: Record, members: list[str], how: str, lost: str | None = None, stop: str = ""
     ) -> Plan:
         old = record.plan
-        host, port = self.control._store.host, self.control._store.port  # started below
         plan = Plan(
             run=record.name,
             gen=(old.gen if old is not None else 0) + 1,
             members=tuple(members),
-            store=(host, port),
+            store=self.store_address,
             how=how,
             base=old.gen if old is not None and how == "survive" else None,
             lost=lost,
@@ -317,7 +316,8 @@ class RunCoordinator(SchedulerPlugin):
         self._set_health(record, Health.DEGRADED, record.pending["cause"])
         if len(survivors) < record.options.min_workers:
             self._set_state(
-                record, RunState.STALLED,
+                record,
+                RunState.STALLED,
                 f"{len(survivors)} worker(s) left, min_workers={record.options.min_workers}",
             )
             self._new_plan(record, [], how="form")
@@ -340,9 +340,7 @@ class RunCoordinator(SchedulerPlugin):
         waiting = [n for n in record.actors if n in record.ready and n not in plan.members]
         if not waiting:
             return
-        members = sorted(
-            [m for m in plan.members if m in record.actors] + waiting, key=_name_key
-        )
+        members = sorted([m for m in plan.members if m in record.actors] + waiting, key=_name_key)
         if len(members) < record.options.min_workers:
             return
         if record.state is RunState.STALLED:
@@ -423,9 +421,8 @@ class RunCoordinator(SchedulerPlugin):
             record.last_advance = now
             rate = d.get("steps_per_s") or 0
             if rate:
-                record.step_times = (record.step_times + [1.0 / float(rate)])[-50:]
+                record.step_times = ([*record.step_times, 1.0 / float(rate)])[-50:]
         record.step, record.epoch, record.loss = r.step, int(d.get("epoch", 0)), d.get("loss")
-        record.lagging = bool(d.get("lagging", False)) or record.lagging and bool(d.get("lagging"))
         point = {
             "step": r.step,
             "time": r.time,
@@ -515,15 +512,22 @@ class RunCoordinator(SchedulerPlugin):
             if address is not None:
                 with contextlib.suppress(Exception):
                     states[name] = json.loads(
-                        await asyncio.wait_for(self._call(address, _rank.rank_state, record.name), 5)
+                        await asyncio.wait_for(
+                            self._call(address, _rank.rank_state, record.name), 5
+                        )
                     )
         stuck = [n for n, s in states.items() if s and s.get("phase") == "compute"]
         if not stuck or len(stuck) == len(plan.members):
             return
         for name in stuck:
             address = record.actors.get(name)
-            logger.warning("run %s: %s has not finished step %s in %.0f s: evicting it",
-                           record.name, name, record.step, threshold)
+            logger.warning(
+                "run %s: %s has not finished step %s in %.0f s: evicting it",
+                record.name,
+                name,
+                record.step,
+                threshold,
+            )
             if address is not None:
                 record.actors.pop(name, None)
                 self._lost(record, [name], f"step not advancing for {threshold:.0f} s")
@@ -561,7 +565,10 @@ class RunCoordinator(SchedulerPlugin):
     def _publish(self, record: Record, payload: Any) -> None:
         try:
             publish(
-                payload, run_topic(record.name), run=record.name, via=self.scheduler,
+                payload,
+                run_topic(record.name),
+                run=record.name,
+                via=self.scheduler,
                 step=record.step,
             )
         except Exception:

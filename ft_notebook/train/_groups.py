@@ -84,7 +84,7 @@ def make_group(
     import torch.distributed as dist
 
     timeout = datetime.timedelta(seconds=timeout_s)
-    prefixed = dist.PrefixStore(prefix, store)
+    prefixed = dist.PrefixStore(prefix, store)  # type: ignore[attr-defined]
     if backend == "nccl":
         opts = dist.ProcessGroupNCCL.Options()
         opts._timeout = timeout
@@ -149,7 +149,11 @@ class Generation:
                     others = [m for m in self.members if m != lost]
                     prefix = f"ft/{self.run}/g{self.gen}/without-{lost}/"
                     self.survivors[lost] = make_group(
-                        store, prefix, others.index(self.name), len(others), self.backend,
+                        store,
+                        prefix,
+                        others.index(self.name),
+                        len(others),
+                        self.backend,
                         timeout_s,
                     )
                 self.prepared.set()

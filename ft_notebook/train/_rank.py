@@ -45,9 +45,7 @@ _PROGRESS_EVERY_S = 0.25
 # ---- RPC entry points (run on the worker's event loop: they must return at once)
 
 
-def start_rank(
-    spec: bytes, run: str, name: str, first: bool, dask_worker: Any = None
-) -> str:
+def start_rank(spec: bytes, run: str, name: str, first: bool, dask_worker: Any = None) -> str:
     with _LOCK:
         actor = _ACTORS.get(run)
         if actor is not None and actor.is_alive():
@@ -182,7 +180,7 @@ class RankActor(threading.Thread):
                 self._checkpoints.flush(timeout=30)
 
     def _timeout(self) -> float:
-        return float(getattr(self, "spec", None) and self.spec.group_timeout_s or 30.0)
+        return float((getattr(self, "spec", None) and self.spec.group_timeout_s) or 30.0)
 
     def _main(self) -> None:
         import cloudpickle
@@ -199,7 +197,9 @@ class RankActor(threading.Thread):
         if self.first and self.spec.resume:
             self._resume()
         self.set_phase("ready")
-        self.log(f"ready on {device} ({self.trainer.numel} parameters, {self.trainer.size} samples)")
+        self.log(
+            f"ready on {device} ({self.trainer.numel} parameters, {self.trainer.size} samples)"
+        )
         self.report("ready", device=str(device))
         while True:
             plan = self._next_plan()
@@ -233,8 +233,11 @@ class RankActor(threading.Thread):
         import torch.distributed as dist
 
         if address not in self._stores:
-            self._stores[address] = dist.TCPStore(
-                address[0], address[1], None, False,
+            self._stores[address] = dist.TCPStore(  # type: ignore[attr-defined]
+                address[0],
+                address[1],
+                None,
+                False,
                 timeout=datetime.timedelta(seconds=self._timeout()),
             )
         return self._stores[address]
@@ -245,10 +248,14 @@ class RankActor(threading.Thread):
         if plan.how == "survive" and old is not None and old.gen == plan.base and plan.lost:
             group = old.survivor_group(plan.lost)
             if group is not None:
-                self.log(f"generation {plan.gen}: switched to the prepared group without {plan.lost}")
+                self.log(
+                    f"generation {plan.gen}: switched to the prepared group without {plan.lost}"
+                )
                 old.survivors.pop(plan.lost, None)
                 old.retire(self._timeout())
-                return Generation(self.run_name, plan.gen, plan.members, self.worker_name, group, self.backend)
+                return Generation(
+                    self.run_name, plan.gen, plan.members, self.worker_name, group, self.backend
+                )
             raise PeerFailed(f"no prepared group of generation {plan.base} without {plan.lost}")
         if old is not None:
             old.retire(self._timeout())
@@ -263,7 +270,9 @@ class RankActor(threading.Thread):
             self._timeout(),
         )
         self.log(f"generation {plan.gen}: rank {rank} of {world}")
-        return Generation(self.run_name, plan.gen, plan.members, self.worker_name, group, self.backend)
+        return Generation(
+            self.run_name, plan.gen, plan.members, self.worker_name, group, self.backend
+        )
 
     # -- collectives
 
@@ -303,7 +312,9 @@ class RankActor(threading.Thread):
             newest, oldest = int(steps[0]), -int(steps[1])
         if newest == oldest and newest >= 0:
             return
-        src = torch.tensor([self.gen.rank if self.step == newest else self.gen.world], device=device)
+        src = torch.tensor(
+            [self.gen.rank if self.step == newest else self.gen.world], device=device
+        )
         self._allreduce(src, "MIN", "choosing the state's sender")
         sender = int(src[0])
         payload = self._state_bytes() if self.gen.rank == sender else b""
@@ -461,7 +472,10 @@ class RankActor(threading.Thread):
         missed = getattr(self, "_save_failures", 0) + 1
         self._save_failures = missed
         self._save_backoff_until = self.step + every * min(2 ** (missed - 1), 16)
-        self.log(f"checkpoint at step {self.step} failed ({error}); next try at step {self._save_backoff_until}")
+        self.log(
+            f"checkpoint at step {self.step} failed ({error}); "
+            f"next try at step {self._save_backoff_until}"
+        )
         self.report("checkpoint-failed", error=str(error)[:500], retry_at=self._save_backoff_until)
 
     def _resume(self) -> None:
@@ -525,14 +539,20 @@ class RankActor(threading.Thread):
                 if self._pending_save is not None:
                     store.flush(timeout=60)
                 try:
-                    if store.latest(self.run_name) is None or store.latest(self.run_name).step != self.step:
+                    if (
+                        store.latest(self.run_name) is None
+                        or store.latest(self.run_name).step != self.step
+                    ):
                         store.save(self.run_name, self.step, self.trainer.state(), self._metadata())
                     saved = self.step
                 except Exception as e:
                     self.log(f"the final checkpoint failed: {e}")
             self.report(
-                "done", checkpoint=saved, nonfinite_total=self.nonfinite_total,
-                epoch=self.step // self.trainer.steps_per_epoch, loss=self._last_loss,
+                "done",
+                checkpoint=saved,
+                nonfinite_total=self.nonfinite_total,
+                epoch=self.step // self.trainer.steps_per_epoch,
+                loss=self._last_loss,
             )
         self.log(f"finished at step {self.step}")
 

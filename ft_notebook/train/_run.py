@@ -62,18 +62,33 @@ def fit(
         RunFailed: (with ``wait=True``) a worker raised; the message has its traceback.
     """
     spec = FitSpec(
-        model=model, optimizer=optimizer, loss=loss, data=data, epochs=epochs,
-        batch_size=batch_size, seed=seed, lr_scheduler=lr_scheduler, train_step=train_step,
-        eval_fn=eval_fn, eval_every=eval_every, clip_grad_norm=clip_grad_norm,
-        deterministic=deterministic, chunk_size=chunk_size, checkpoint_every=checkpoint_every,
-        resume=resume, device=device, amp=amp,
+        model=model,
+        optimizer=optimizer,
+        loss=loss,
+        data=data,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        lr_scheduler=lr_scheduler,
+        train_step=train_step,
+        eval_fn=eval_fn,
+        eval_every=eval_every,
+        clip_grad_norm=clip_grad_norm,
+        deterministic=deterministic,
+        chunk_size=chunk_size,
+        checkpoint_every=checkpoint_every,
+        resume=resume,
+        device=device,
+        amp=amp,
     )
     from ft_notebook.config import get_config
 
     settings = get_config().train
     spec.nonfinite_limit = nonfinite_limit or settings.nonfinite_limit
     spec.validate()
-    name = checked_name(name or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}", "run name")
+    name = checked_name(
+        name or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}", "run name"
+    )
     spec.store_url, spec.store_keep = _store_location(store)
     try:
         size = len(data) if hasattr(data, "__len__") else None
@@ -104,9 +119,13 @@ def fit(
     if size is not None:
         steps = -(-size // batch_size) * epochs
     options = Options(
-        min_workers=min_workers, max_workers=max_workers, fast_recovery=fast_recovery,
-        total_steps=steps or 0, stall_factor=settings.stall_factor,
-        stall_min_s=settings.stall_min_s, first_steps_floor_s=settings.first_steps_floor_s,
+        min_workers=min_workers,
+        max_workers=max_workers,
+        fast_recovery=fast_recovery,
+        total_steps=steps or 0,
+        stall_factor=settings.stall_factor,
+        stall_min_s=settings.stall_min_s,
+        first_steps_floor_s=settings.first_steps_floor_s,
     )
     client.run_on_scheduler(submit_run, name=name, spec=payload, options=options)
     run = Run(client, name, model_factory=model, store_url=spec.store_url)
@@ -191,7 +210,10 @@ class Run:
 
         out: dict[str, str] = {}
         by_address = self.client.run(rank_logs, self.name, on_error="return")
-        names = {a: str(w.get("name", a)) for a, w in self.client.scheduler_info(n_workers=-1)["workers"].items()}
+        names = {
+            a: str(w.get("name", a))
+            for a, w in self.client.scheduler_info(n_workers=-1)["workers"].items()
+        }
         for address, text in by_address.items():
             if isinstance(text, str) and text:
                 out[names.get(address, address)] = text

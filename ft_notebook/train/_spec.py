@@ -56,8 +56,8 @@ class FitSpec:
         for what, value in (("model", self.model), ("optimizer", self.optimizer)):
             if not callable(value):
                 raise TrainingError(
-                    f"{what}= must be a factory (a callable{' taking the parameters' if what == 'optimizer' else ''}), "
-                    f"so every worker builds its own; got {type(value).__name__}."
+                    f"{what}= must be a factory (a callable), so every worker builds its "
+                    f"own; got {type(value).__name__}."
                 )
         if self.loss is None and self.train_step is None:
             raise TrainingError("Give loss= (e.g. torch.nn.functional.mse_loss) or train_step=.")
@@ -69,7 +69,9 @@ class FitSpec:
             raise TrainingError(
                 f"checkpoint_every must be a positive int (steps), got {self.checkpoint_every!r}."
             )
-        if self.chunk_size is not None and (type(self.chunk_size) is not int or self.chunk_size < 1):
+        if self.chunk_size is not None and (
+            type(self.chunk_size) is not int or self.chunk_size < 1
+        ):
             raise TrainingError(f"chunk_size must be a positive int, got {self.chunk_size!r}.")
 
     @property

@@ -188,4 +188,3 @@ def _to(items: Any, device: Any) -> Any:
     if isinstance(items, dict):
         return {k: _to(v, device) for k, v in items.items()}
     return items
-

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,8 +32,13 @@ EPOCHS = 4
 def trio() -> Iterator[Client]:
     """3 worker processes under nannies, 200 ms heartbeats, the control plane on."""
     lc = LocalCluster(
-        n_workers=WORKERS, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address="127.0.0.1:0", worker_dashboard_address=None, heartbeat_interval="200ms",
+        n_workers=WORKERS,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        worker_dashboard_address=None,
+        heartbeat_interval="200ms",
         silence_logs=40,
     )
     with Client(lc, set_as_default=False) as client:
@@ -46,8 +50,11 @@ def trio() -> Iterator[Client]:
 @pytest.fixture
 def client(trio: Client) -> Client:
     """The trio with all of its workers back (a test before may have killed one)."""
-    poll_for(lambda: len(trio.scheduler_info(n_workers=-1)["workers"]) == WORKERS, timeout=60,
-             what=f"{WORKERS} workers")
+    poll_for(
+        lambda: len(trio.scheduler_info(n_workers=-1)["workers"]) == WORKERS,
+        timeout=60,
+        what=f"{WORKERS} workers",
+    )
     return trio
 
 
@@ -55,15 +62,21 @@ def _start(client: Client, name: str, tmp: Any, **kw: Any) -> Run:
     problem = counting_problem(size=256, batch=32, delay_s=0.04)
     problem.update(kw)
     return fit(
-        epochs=EPOCHS, cluster=client, name=name, store=str(tmp / "ckpt"), wait=False,
-        checkpoint_every=8, **problem,
+        epochs=EPOCHS,
+        cluster=client,
+        name=name,
+        store=str(tmp / "ckpt"),
+        wait=False,
+        checkpoint_every=8,
+        **problem,
     )
 
 
 def _at_step(run: Run, step: int) -> dict[str, Any]:
     return poll_for(
         lambda: (i := run.info())["step"] >= step and i["state"] == "RUNNING" and i,
-        timeout=120, what=f"step {step} of {run.name}",
+        timeout=120,
+        what=f"step {step} of {run.name}",
     )
 
 
@@ -81,29 +94,38 @@ def _finished(run: Run, timeout: float = 180) -> dict[str, Any]:
 def _exact_counts(run: Run) -> None:
     counts = run.model().counts.detach()
     wrong = (counts != EPOCHS).nonzero().flatten().tolist()
-    assert wrong == [], f"samples not used exactly {EPOCHS} times: {[(i, float(counts[i])) for i in wrong[:10]]}"
+    assert wrong == [], (
+        f"samples not used exactly {EPOCHS} times: {[(i, float(counts[i])) for i in wrong[:10]]}"
+    )
 
 
-def test_a_killed_worker_is_survived_on_the_fast_path(client: Client, tmp_path: Any, unique_name: str) -> None:
+def test_a_killed_worker_is_survived_on_the_fast_path(
+    client: Client, tmp_path: Any, unique_name: str
+) -> None:
     run = _start(client, unique_name, tmp_path)
     info = _at_step(run, 6)
     kill_worker(client, _member(info, 2))
     info = _finished(run)
     _exact_counts(run)
     first = info["recoveries"][0]
-    assert first["how"] == "survive" and first["workers_before"] == 3 and first["workers_after"] == 2
+    assert first["how"] == "survive"
+    assert first["workers_before"] == 3
+    assert first["workers_after"] == 2
     assert first["steps_lost"] == 0
     assert first["rto_s"] < 1.0, first
 
 
-def test_a_hung_worker_is_evicted_and_survived(client: Client, tmp_path: Any, unique_name: str) -> None:
+def test_a_hung_worker_is_evicted_and_survived(
+    client: Client, tmp_path: Any, unique_name: str
+) -> None:
     run = _start(client, unique_name, tmp_path)
     info = _at_step(run, 6)
     hang_worker(client, _member(info, 1))
     info = _finished(run)
     _exact_counts(run)
     first = info["recoveries"][0]
-    assert "heartbeat" in first["cause"] and first["steps_lost"] == 0, first
+    assert "heartbeat" in first["cause"], first
+    assert first["steps_lost"] == 0, first
     assert first["rto_s"] < 2.5, first
 
 
@@ -116,10 +138,13 @@ def test_two_kills_in_a_row(client: Client, tmp_path: Any, unique_name: str) -> 
     kill_worker(client, _member(info, 0))
     info = _finished(run)
     _exact_counts(run)
-    assert len(info["recoveries"]) >= 2 and all(r["steps_lost"] == 0 for r in info["recoveries"])
+    assert len(info["recoveries"]) >= 2
+    assert all(r["steps_lost"] == 0 for r in info["recoveries"])
 
 
-def test_a_kill_during_recovery_takes_the_slow_path(client: Client, tmp_path: Any, unique_name: str) -> None:
+def test_a_kill_during_recovery_takes_the_slow_path(
+    client: Client, tmp_path: Any, unique_name: str
+) -> None:
     run = _start(client, unique_name, tmp_path)
     info = _at_step(run, 6)
     first, second = _member(info, 2), _member(info, 1)
@@ -134,16 +159,24 @@ def test_a_kill_during_recovery_takes_the_slow_path(client: Client, tmp_path: An
 
 def test_a_restarted_worker_rejoins(client: Client, tmp_path: Any, unique_name: str) -> None:
     run = fit(
-        epochs=8, cluster=client, name=unique_name, store=str(tmp_path / "ckpt"), wait=False,
-        checkpoint_every=8, **counting_problem(size=256, batch=32, delay_s=0.05),
+        epochs=8,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path / "ckpt"),
+        wait=False,
+        checkpoint_every=8,
+        **counting_problem(size=256, batch=32, delay_s=0.05),
     )
     info = _at_step(run, 4)
     victim = _member(info, 2)
     kill_worker(client, victim)
     # the nanny restarts it under the same name; it warms up and is admitted again
     back = poll_for(
-        lambda: (i := run.info())["world_size"] == 3 and i["generation"] > info["generation"] + 1 and i,
-        timeout=60, what="the restarted worker training again",
+        lambda: (
+            (i := run.info())["world_size"] == 3 and i["generation"] > info["generation"] + 1 and i
+        ),
+        timeout=60,
+        what="the restarted worker training again",
     )
     assert victim in back["members"]
     run.wait(timeout=180)
@@ -167,13 +200,25 @@ STARTER = textwrap.dedent(
 )
 
 
-def test_the_run_outlives_the_process_that_started_it(client: Client, tmp_path: Any, unique_name: str) -> None:
+def test_the_run_outlives_the_process_that_started_it(
+    client: Client, tmp_path: Any, unique_name: str
+) -> None:
     with subprocess.Popen(
-        [sys.executable, "-c", STARTER, client.scheduler.address, unique_name, str(tmp_path / "ckpt")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            STARTER,
+            client.scheduler.address,
+            unique_name,
+            str(tmp_path / "ckpt"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     ) as starter:
         try:
-            assert starter.stdout is not None and starter.stdout.readline().strip() == "started"
+            assert starter.stdout is not None
+            assert starter.stdout.readline().strip() == "started"
             run = attach(unique_name, cluster=client)
             _at_step(run, 3)
             os.kill(starter.pid, signal.SIGKILL)
@@ -195,8 +240,14 @@ def _final_parameters(run: Run) -> list[torch.Tensor]:
 def test_deterministic_runs_end_bit_identical_with_and_without_a_failure(
     client: Client, tmp_path: Any, unique_name: str
 ) -> None:
-    kw = dict(epochs=3, cluster=client, deterministic=True, checkpoint_every=8, wait=False,
-              **regression_problem(size=256, batch=32, delay_s=0.04))
+    kw = dict(
+        epochs=3,
+        cluster=client,
+        deterministic=True,
+        checkpoint_every=8,
+        wait=False,
+        **regression_problem(size=256, batch=32, delay_s=0.04),
+    )
     clean = fit(name=f"{unique_name}-clean", store=str(tmp_path / "a"), **kw)
     clean.wait(timeout=180)
     poll_for(lambda: len(client.scheduler_info(n_workers=-1)["workers"]) == WORKERS, timeout=60)
@@ -212,8 +263,13 @@ def test_deterministic_runs_end_bit_identical_with_and_without_a_failure(
 def test_without_deterministic_a_failure_changes_the_result_only_within_tolerance(
     client: Client, tmp_path: Any, unique_name: str
 ) -> None:
-    kw = dict(epochs=3, cluster=client, checkpoint_every=8, wait=False,
-              **regression_problem(size=256, batch=32, delay_s=0.04))
+    kw = dict(
+        epochs=3,
+        cluster=client,
+        checkpoint_every=8,
+        wait=False,
+        **regression_problem(size=256, batch=32, delay_s=0.04),
+    )
     clean = fit(name=f"{unique_name}-clean", store=str(tmp_path / "a"), **kw)
     clean.wait(timeout=180)
     poll_for(lambda: len(client.scheduler_info(n_workers=-1)["workers"]) == WORKERS, timeout=60)

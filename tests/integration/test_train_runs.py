@@ -3,7 +3,6 @@ NaNs, stalls, slow steps, full stores and a lost cluster are handled."""
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,8 +26,13 @@ pytestmark = pytest.mark.integration
 
 def _local_cluster(n: int) -> LocalCluster:
     return LocalCluster(
-        n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address="127.0.0.1:0", worker_dashboard_address=None, heartbeat_interval="200ms",
+        n_workers=n,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        worker_dashboard_address=None,
+        heartbeat_interval="200ms",
         silence_logs=40,
     )
 
@@ -56,7 +60,9 @@ def broken_model() -> torch.nn.Module:
     raise ValueError("this factory is broken on purpose")
 
 
-def test_a_failing_model_factory_fails_the_run_within_seconds(client: Client, tmp_path: Path, unique_name: str) -> None:
+def test_a_failing_model_factory_fails_the_run_within_seconds(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
     problem = counting_problem()
     problem["model"] = broken_model
     started = time.monotonic()
@@ -112,14 +118,19 @@ def test_no_workers_fails_at_once(tmp_path: Path) -> None:
         assert time.monotonic() - started < 10
 
 
-def test_a_run_is_found_again_with_its_logs(client: Client, tmp_path: Path, unique_name: str) -> None:
+def test_a_run_is_found_again_with_its_logs(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
     run = fit(epochs=2, cluster=client, name=unique_name, store=str(tmp_path), **counting_problem())
-    assert run.status.value == "COMPLETED" and run.step == 16 and run.epoch == 2
+    assert run.status.value == "COMPLETED"
+    assert run.step == 16
+    assert run.epoch == 2
     again = attach(unique_name, cluster=client)
     assert again.info()["step"] == 16
     assert unique_name in [r.name for r in runs(client)]
     logs = again.logs()
-    assert len(logs) == 2 and all("finished at step 16" in text for text in logs.values())
+    assert len(logs) == 2
+    assert all("finished at step 16" in text for text in logs.values())
     assert f"Run {unique_name!r}: COMPLETED" in repr(again)
     with pytest.raises(TrainingError, match="No run named 'nope'"):
         attach("nope", cluster=client)
@@ -127,11 +138,19 @@ def test_a_run_is_found_again_with_its_logs(client: Client, tmp_path: Path, uniq
     assert bool((model.counts == 2).all())
 
 
-def test_a_nan_step_is_skipped_and_counted(client: Client, tmp_path: Path, unique_name: str) -> None:
-    run = fit(epochs=2, cluster=client, name=unique_name, store=str(tmp_path),
-              **counting_problem(nonfinite=(5,)))
+def test_a_nan_step_is_skipped_and_counted(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    run = fit(
+        epochs=2,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        **counting_problem(nonfinite=(5,)),
+    )
     info = run.info()
-    assert info["state"] == "COMPLETED" and info["nonfinite"] == 2  # once per epoch
+    assert info["state"] == "COMPLETED"
+    assert info["nonfinite"] == 2
     # the step holding sample 5 is skipped in each epoch: its samples miss that epoch
     expected = torch.full((256,), 2.0, dtype=torch.float64)
     for epoch in range(2):
@@ -145,25 +164,45 @@ def test_a_nan_step_is_skipped_and_counted(client: Client, tmp_path: Path, uniqu
 
 
 def test_repeated_nans_roll_the_run_back(client: Client, tmp_path: Path, unique_name: str) -> None:
-    run = fit(epochs=1, cluster=client, name=unique_name, store=str(tmp_path),
-              checkpoint_every=2, nonfinite_limit=1, **counting_problem(nonfinite=(7,)))
+    run = fit(
+        epochs=1,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        checkpoint_every=2,
+        nonfinite_limit=1,
+        **counting_problem(nonfinite=(7,)),
+    )
     info = run.info()
     assert info["state"] == "COMPLETED", info
     rollbacks = [n for n in info["notes"] if n["kind"] == "rollback"]
-    assert len(rollbacks) == 1 and rollbacks[0]["to_step"] <= rollbacks[0]["from_step"] - 1
+    assert len(rollbacks) == 1
+    assert rollbacks[0]["to_step"] <= rollbacks[0]["from_step"] - 1
     counts = run.model().counts.detach()
-    assert float(counts[7]) == 0.0 and int((counts == 1).sum()) == 256 - 32
+    assert float(counts[7]) == 0.0
+    assert int((counts == 1).sum()) == 256 - 32
 
 
-def test_a_full_store_does_not_stop_the_run(client: Client, tmp_path: Path, unique_name: str) -> None:
+def test_a_full_store_does_not_stop_the_run(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the store's folder should be")
-    run = fit(epochs=2, cluster=client, name=unique_name, store=str(blocker / "ckpt"),
-              checkpoint_every=2, wait=False, **counting_problem(delay_s=0.02))
+    run = fit(
+        epochs=2,
+        cluster=client,
+        name=unique_name,
+        store=str(blocker / "ckpt"),
+        checkpoint_every=2,
+        wait=False,
+        **counting_problem(delay_s=0.02),
+    )
     run.wait(timeout=120)
     info = run.info()
-    assert info["state"] == "COMPLETED" and info["step"] == 16
-    assert info["lagging"] and any(n["kind"] == "checkpoint-failed" for n in info["notes"])
+    assert info["state"] == "COMPLETED"
+    assert info["step"] == 16
+    assert info["lagging"]
+    assert any(n["kind"] == "checkpoint-failed" for n in info["notes"])
 
 
 def test_slow_first_steps_and_a_step_ten_times_the_median_are_not_hangs(
@@ -181,10 +220,13 @@ def test_slow_first_steps_and_a_step_ten_times_the_median_are_not_hangs(
     finally:
         reload_config()
     info = run.info()
-    assert info["state"] == "COMPLETED" and info["recoveries"] == [], info["recoveries"]
+    assert info["state"] == "COMPLETED"
+    assert info["recoveries"] == [], info["recoveries"]
 
 
-def test_a_step_stuck_on_one_rank_is_evicted(client: Client, tmp_path: Path, unique_name: str) -> None:
+def test_a_step_stuck_on_one_rank_is_evicted(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
     settings = {"ft-notebook.train.stall-min": "500ms", "ft-notebook.train.first-steps-floor": "2s"}
     problem = counting_problem(delay_s=0.02)
     order = epoch_order(0, 1, 256)
@@ -193,25 +235,42 @@ def test_a_step_stuck_on_one_rank_is_evicted(client: Client, tmp_path: Path, uni
     try:
         with dask.config.set(settings):
             reload_config()
-            run = fit(epochs=2, cluster=client, name=unique_name, store=str(tmp_path),
-                      wait=False, **problem)
+            run = fit(
+                epochs=2,
+                cluster=client,
+                name=unique_name,
+                store=str(tmp_path),
+                wait=False,
+                **problem,
+            )
     finally:
         reload_config()
     run.wait(timeout=120)
     info = run.info()
-    assert info["state"] == "COMPLETED" and len(info["recoveries"]) >= 1, info
+    assert info["state"] == "COMPLETED"
+    assert len(info["recoveries"]) >= 1, info
     assert "step not advancing" in info["recoveries"][0]["cause"]
 
 
-def test_below_min_workers_the_run_stalls_and_resumes(client: Client, tmp_path: Path, unique_name: str) -> None:
-    run = fit(epochs=4, cluster=client, name=unique_name, store=str(tmp_path), min_workers=2,
-              wait=False, **counting_problem(delay_s=0.04))
+def test_below_min_workers_the_run_stalls_and_resumes(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    run = fit(
+        epochs=4,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        min_workers=2,
+        wait=False,
+        **counting_problem(delay_s=0.04),
+    )
     info = poll_for(lambda: (i := run.info())["step"] >= 4 and i, timeout=60)
     kill_worker(client, str(info["members"][1]))
     poll_for(lambda: run.info()["state"] == "STALLED", timeout=30, what="STALLED")
     run.wait(timeout=120)  # the nanny restarts the worker; the run resumes with 2
     info = run.info()
-    assert info["state"] == "COMPLETED" and bool((run.model().counts == 4).all())
+    assert info["state"] == "COMPLETED"
+    assert bool((run.model().counts == 4).all())
 
 
 def test_resume_continues_from_the_newest_checkpoint_after_the_cluster_is_lost(
@@ -221,14 +280,29 @@ def test_resume_continues_from_the_newest_checkpoint_after_the_cluster_is_lost(
     problem = counting_problem(delay_s=0.05)
     with _local_cluster(2) as lc, Client(lc, set_as_default=False) as client:
         install_plugins(client)
-        run = fit(epochs=4, cluster=client, name=unique_name, store=store, checkpoint_every=4,
-                  wait=False, **problem)
+        run = fit(
+            epochs=4,
+            cluster=client,
+            name=unique_name,
+            store=store,
+            checkpoint_every=4,
+            wait=False,
+            **problem,
+        )
         poll_for(lambda: (run.info()["checkpoint"] or 0) >= 8, timeout=60, what="a checkpoint")
     # the whole cluster is gone; a new one resumes
     with _local_cluster(2) as lc, Client(lc, set_as_default=False) as client:
         install_plugins(client)
-        run = fit(epochs=4, cluster=client, name=unique_name, store=store, resume=True,
-                  timeout=120, **problem)
+        run = fit(
+            epochs=4,
+            cluster=client,
+            name=unique_name,
+            store=store,
+            resume=True,
+            timeout=120,
+            **problem,
+        )
         info = run.info()
-        assert info["state"] == "COMPLETED" and (info["resumed_from"] or 0) >= 8
+        assert info["state"] == "COMPLETED"
+        assert (info["resumed_from"] or 0) >= 8
         assert bool((run.model().counts == 4).all())
