@@ -43,7 +43,7 @@ test: labextension
 	$(PY) -m pytest
 
 demo: install
-	$(PY) demos/smoke.py
+	$(PY) demos/train_with_failure.py
 
 lab: labextension
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) --notebook-dir=demos --LabApp.news_url=None

@@ -181,7 +181,8 @@ class ControlPlane(SchedulerPlugin):
         if name is None or self.closing:
             return
         evicted = self._evicting.pop(worker, None)
-        cause = evicted[1] if evicted else f"connection closed ({stimulus_id})"
+        cause = evicted[1] if evicted else "process gone or connection closed"
+        logger.info("worker %s (%s) removed: %s (%s)", name, worker, cause, stimulus_id)
         member = self.members.get(name)
         if member is not None and member.address == worker:
             member.state, member.cause, member.lost_at = MemberState.LOST, cause, time.time()

@@ -94,6 +94,9 @@ class Record:
     world: int = 0  # the world size of the newest generation that trained
     reason: str = ""
     resumed_from: int | None = None  # the checkpoint step a resume=True run began at
+    arrivals: dict[str, float] = field(default_factory=dict)  # joiners: when they came
+    admitting: dict[str, dict[str, Any]] = field(default_factory=dict)
+    joins: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -119,6 +122,7 @@ class Record:
             "notes": list(self.notes[-200:]),
             "checkpoint": self.checkpoint,
             "resumed_from": self.resumed_from,
+            "joins": list(self.joins),
             "lagging": self.lagging,
             "nonfinite": self.nonfinite,
             "started_at": self.started_at,
@@ -294,6 +298,7 @@ class RunCoordinator(SchedulerPlugin):
             elif kind == "joined" and name not in record.actors:
                 limit = record.options.max_workers
                 if limit is None or len(record.actors) < limit:
+                    record.arrivals[name] = time.time()
                     self._spawn(self._start_actor(record, name, address, first=False))
 
     def _lost(self, record: Record, names: list[str], cause: str) -> None:
@@ -345,7 +350,13 @@ class RunCoordinator(SchedulerPlugin):
             return
         if record.state is RunState.STALLED:
             self._set_state(record, RunState.RECOVERING, f"{len(members)} workers back")
-        self._new_plan(record, members, how="form")
+        plan = self._new_plan(record, members, how="form")
+        for name in waiting:
+            record.admitting[name] = {
+                "name": name,
+                "arrived_at": record.arrivals.pop(name, time.time()),
+                "generation": plan.gen,
+            }
 
     # ---- reports (from the ranks, through the event log)
 
@@ -440,6 +451,15 @@ class RunCoordinator(SchedulerPlugin):
             record.history_every *= 2
 
     def _resumed(self, record: Record, r: Report) -> None:
+        for name, join in list(record.admitting.items()):
+            if join["generation"] <= r.gen:  # the joiner trained in this generation
+                del record.admitting[name]
+                join = {
+                    **join,
+                    "trained_at": r.time,
+                    "rejoin_s": round(r.time - join["arrived_at"], 3),
+                }
+                record.joins.append(join)
         pending, plan = record.pending, record.plan
         if pending is None or plan is None or r.gen != plan.gen:
             return

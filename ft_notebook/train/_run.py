@@ -299,8 +299,26 @@ def _client(cluster: Any) -> Any:
     if isinstance(cluster, Client):
         return attach_cluster(cluster)
     if cluster is None:
-        return own_cluster()
+        current = _default_client()
+        return attach_cluster(current) if current is not None else own_cluster()
     return attach_cluster(cluster)
+
+
+def _default_client() -> Any:
+    """This process's default Client, when it is connected to one of your clusters
+    (so that fit and runs do not open a new connection per call)."""
+    from distributed import default_client
+
+    from ft_notebook.cluster import clusters
+
+    try:
+        client = default_client()
+    except ValueError:
+        return None
+    if client.status != "running":
+        return None
+    address = client.scheduler.address
+    return client if any(c.address == address for c in clusters()) else None
 
 
 def _store_location(store: Any) -> tuple[str, int]:

@@ -52,3 +52,26 @@ def test_demo_notebook_runs_and_survives_its_crash(path: Path, tmp_path: Path) -
             assert set(before) <= set(after)
     finally:
         kernel.shutdown()
+
+
+@pytest.mark.slow
+def test_the_main_job_trains_through_a_killed_worker(tmp_path: Path) -> None:
+    """``make demo``: on a private cluster of its own (a fresh data folder, so a fresh
+    registry), a worker is killed mid-run and the report says what happened."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, DASK_FT_NOTEBOOK__DATA_DIR=str(tmp_path / "data"))
+    script = Path(__file__).parents[2] / "demos" / "train_with_failure.py"
+    out = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=400
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = out.stdout
+    import re
+
+    found = re.search(r"0 committed steps lost, workers (\d+) -> (\d+)", report)
+    assert found is not None, report
+    assert int(found[2]) == int(found[1]) - 1
+    assert "exactly 3 times in 3 epochs: yes" in report, report
+    assert "stopped the cluster this demo started" in report, report
