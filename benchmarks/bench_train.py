@@ -72,6 +72,11 @@ def start_cluster(n: int) -> tuple[Any, Any]:
     from ft_notebook.cluster import install_plugins
     from ft_notebook.config import cluster_dask_config
 
+    # A LocalCluster closes the nanny of a worker that is still gone this long after a
+    # removal (default 15 s). The check runs once per removal and only looks at that
+    # moment: with kills a few seconds apart it can fall inside a later kill's restart
+    # and close that nanny for good. Kept global: it is read when a worker is removed.
+    dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"})
     with dask.config.set(cluster_dask_config()):
         lc = LocalCluster(
             n_workers=n,

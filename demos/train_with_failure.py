@@ -58,8 +58,8 @@ def main() -> None:
         for r in info["recoveries"]:
             print(
                 f"   recovery: {r['cause']}\n"
-                f"     RTO {r['resumed_at'] - killed_at:.3f} s from the kill to the next committed step "
-                f"({r['how']} path), {r['steps_lost']} committed steps lost, "
+                f"     RTO {r['resumed_at'] - killed_at:.3f} s from the kill to the next "
+                f"committed step ({r['how']} path), {r['steps_lost']} committed steps lost, "
                 f"workers {r['workers_before']} -> {r['workers_after']}"
             )
         for j in info["joins"]:
