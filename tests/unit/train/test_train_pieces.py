@@ -1,0 +1,146 @@
+"""The pieces of ft.fit that need no cluster: wire messages, the step arithmetic,
+interruptible waits on real gloo groups, the stall threshold, spec checks."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from ft_notebook.exceptions import TrainingError
+from ft_notebook.testing.training import counting_problem, regression_problem
+from ft_notebook.train._coordinator import Options, Record, RunCoordinator
+from ft_notebook.train._groups import Interrupted, PeerFailed, Waker
+from ft_notebook.train._protocol import Plan, Report
+from ft_notebook.train._spec import FitSpec, dumps_spec
+from ft_notebook.train._trainer import Trainer
+
+pytestmark = pytest.mark.unit
+
+
+def test_plans_and_reports_travel_as_plain_data() -> None:
+    plan = Plan("r", 3, ("a", "b"), ("127.0.0.1", 5), how="survive", base=2, lost="c", committed=7)
+    wire = plan.to_wire()
+    assert all(isinstance(v, (str, int, bool, list, tuple, type(None))) for v in wire.values())
+    assert Plan.from_wire(wire) == plan
+    assert plan.rank_of("b") == 1 and plan.rank_of("c") is None
+    report = Report.from_wire({**Report("r", "a", "ready", 1, 2, 3.0).to_wire(), "future": 1})
+    assert report == Report("r", "a", "ready", 1, 2, 3.0)
+
+
+def _spec(problem: dict[str, Any], **kw: Any) -> FitSpec:
+    return FitSpec(epochs=1, **problem, **kw)
+
+
+def _summed(trainers: list[Trainer], step: int) -> torch.Tensor:
+    world = len(trainers)
+    total = sum(t.local_gradients(step, r, world) for r, t in enumerate(trainers))
+    return trainers[0].reduce_rows(total)
+
+
+def test_deterministic_gradients_do_not_depend_on_the_world_size() -> None:
+    spec = _spec(regression_problem(size=64, batch=24), deterministic=True, chunk_size=4)
+    cpu = torch.device("cpu")
+    results = [_summed([Trainer(spec, cpu) for _ in range(world)], 1) for world in (1, 2, 3, 5)]
+    for other in results[1:]:
+        assert torch.equal(results[0], other)
+
+
+def test_weighted_gradients_sum_to_the_single_process_gradient() -> None:
+    spec = _spec(regression_problem(size=64, batch=24, dtype=torch.float64))
+    cpu = torch.device("cpu")
+    alone = _summed([Trainer(spec, cpu)], 0)
+    three = _summed([Trainer(spec, cpu) for _ in range(3)], 0)
+    torch.testing.assert_close(alone, three, rtol=1e-12, atol=1e-12)
+
+
+def test_a_nonfinite_sum_is_not_applied() -> None:
+    spec = _spec(counting_problem(size=64, batch=32, nonfinite=(0,)))
+    trainer = Trainer(spec, torch.device("cpu"))
+    step = next(s for s in range(2) if 0 in trainer.step_indices(s))
+    before = trainer.model.counts.detach().clone()
+    loss, ok = trainer.apply(trainer.reduce_rows(trainer.local_gradients(step, 0, 1)))
+    assert not ok and loss != loss  # NaN
+    assert torch.equal(trainer.model.counts.detach(), before)
+
+
+def _pair(store: Any) -> list[Any]:
+    groups: list[Any] = [None, None]
+
+    def make(rank: int) -> None:
+        groups[rank] = dist.ProcessGroupGloo(store, rank, 2, datetime.timedelta(seconds=10))
+
+    threads = [threading.Thread(target=make, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return groups
+
+
+def test_a_wait_is_interrupted_at_once_and_completes_normally_otherwise() -> None:
+    store = dist.HashStore()
+    a, b = _pair(store)
+    waker = Waker()
+    t = torch.ones(3)
+    other = threading.Thread(target=lambda: b.allreduce([torch.ones(3)]).wait())
+    other.start()
+    waker.wait(a.allreduce([t]), "a sum")
+    other.join()
+    assert t.tolist() == [2.0, 2.0, 2.0]
+
+    flag = threading.Event()
+    waker.interrupted = flag.is_set
+    threading.Timer(0.1, lambda: (flag.set(), waker.event.set())).start()
+    started = time.monotonic()
+    with pytest.raises(Interrupted):
+        waker.wait(a.allreduce([torch.ones(3)]), "a sum its peer never joins")
+    assert time.monotonic() - started < 1.0
+    b.allreduce([torch.ones(3)]).wait()  # let the abandoned collective finish
+
+
+def test_a_failed_collective_raises_peer_failed() -> None:
+    class Failed:
+        def get_future(self) -> Any:
+            fut: Any = torch.futures.Future()
+            fut.set_result(None)
+            return fut
+
+        def is_completed(self) -> bool:
+            return True
+
+        def wait(self) -> None:
+            raise RuntimeError("Connection closed by peer [127.0.0.1]:1234\nmore")
+
+    with pytest.raises(PeerFailed, match="a sum failed: Connection closed by peer"):
+        Waker().wait(Failed(), "a sum")
+
+
+def test_the_stall_threshold_adapts_to_the_step_time() -> None:
+    record = Record("r", b"", Options(stall_factor=30, stall_min_s=10, first_steps_floor_s=300))
+    coordinator = RunCoordinator()
+    assert coordinator.stall_threshold(record) == 300  # the first steps: the floor
+    record.step_times = [0.1] * 10
+    assert coordinator.stall_threshold(record) == 10  # never under stall-min
+    record.step_times = [2.0] * 10
+    assert coordinator.stall_threshold(record) == 60  # 30 x the median step
+    assert coordinator.stall_threshold(record) > 10 * 2.0  # a step 10x slower is no hang
+
+
+def test_spec_checks_name_the_mistake() -> None:
+    problem = counting_problem()
+    with pytest.raises(TrainingError, match="batch_size must be a positive int"):
+        _spec({**problem, "batch_size": 0}).validate()
+    with pytest.raises(TrainingError, match="optimizer= must be a factory of the parameters"):
+        _spec(
+            {**problem, "optimizer": torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1)}
+        ).validate()
+    with pytest.raises(TrainingError, match="Give loss="):
+        _spec({**problem, "loss": None}).validate()
+    with pytest.raises(TrainingError, match="cannot be sent to the workers"):
+        dumps_spec(_spec({**problem, "data": threading.Lock()}))
