@@ -21,6 +21,7 @@ to the group that leaves it out, with no rendezvous at all.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import threading
 import time
@@ -169,7 +170,20 @@ class Generation:
         return self.survivors.get(lost)
 
     def retire(self, timeout_s: float) -> None:
-        bury(self.group, timeout_s)
-        for group in self.survivors.values():
-            bury(group, timeout_s)
+        groups = [self.group, *self.survivors.values()]
         self.survivors = {}
+        if self.backend == "nccl":
+            # a pending NCCL kernel spins on the GPU until its communicator is aborted
+            # (aborting is NCCL's error handling that ends the communicator, not the
+            # process); not on the training thread, as it may take a moment
+            threading.Thread(target=_abort_all, args=(groups,), daemon=True).start()
+        for group in groups:
+            bury(group, timeout_s)
+
+
+def _abort_all(groups: list[Any]) -> None:
+    for group in groups:
+        abort = getattr(group, "abort", None) or getattr(group, "_abort", None)
+        if abort is not None:
+            with contextlib.suppress(Exception):  # already aborted: nothing more to free
+                abort()

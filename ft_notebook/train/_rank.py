@@ -190,6 +190,8 @@ class RankActor(threading.Thread):
 
         self.spec = cloudpickle.loads(self.spec_bytes)
         device = _device(self.spec.device)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)  # NCCL groups and new tensors go to this GPU
         self.backend = "nccl" if device.type == "cuda" else "gloo"
         if self.spec.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)

@@ -1,0 +1,85 @@
+"""ft.fit on GPUs with NCCL: run on a machine with NVIDIA GPUs (deselected elsewhere).
+
+``gpu``: one worker on one GPU, NCCL at world size 1. ``gpu2``: one worker per GPU on
+two GPUs, one is SIGKILLed mid-run, the other goes on and the restarted one rejoins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from distributed import Client
+
+from ft_notebook.cluster import install_plugins
+from ft_notebook.cluster.chaos import kill_worker
+from ft_notebook.testing import poll_for
+from ft_notebook.testing.training import counting_problem, regression_problem
+from ft_notebook.train import fit
+
+
+def _gpu_cluster(n: int) -> Iterator[Client]:
+    if torch.cuda.device_count() < n:
+        pytest.skip(f"needs {n} CUDA GPU(s), this machine has {torch.cuda.device_count()}")
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    workers = {
+        f"gpu{i}": {
+            "cls": Nanny,
+            "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}, "name": f"gpu{i}"},
+        }
+        for i in range(n)
+    }
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": ":0"}}
+    with SpecCluster(workers=workers, scheduler=scheduler) as sc, Client(sc) as client:
+        install_plugins(client)
+        yield client
+
+
+@pytest.fixture
+def one_gpu() -> Iterator[Client]:
+    yield from _gpu_cluster(1)
+
+
+@pytest.fixture
+def two_gpus() -> Iterator[Client]:
+    yield from _gpu_cluster(2)
+
+
+@pytest.mark.gpu
+def test_nccl_at_world_size_one(one_gpu: Client, tmp_path: Path, unique_name: str) -> None:
+    run = fit(
+        epochs=3,
+        cluster=one_gpu,
+        name=unique_name,
+        store=str(tmp_path),
+        amp=True,
+        **regression_problem(size=512, batch=64),
+    )
+    info = run.info()
+    assert info["state"] == "COMPLETED"
+    logs = "\n".join(run.logs().values())
+    assert "ready on cuda" in logs, logs
+    first, last = info["history"][0]["loss"], info["loss"]
+    assert last < first
+
+
+@pytest.mark.gpu2
+def test_recovery_across_gpus(two_gpus: Client, tmp_path: Path, unique_name: str) -> None:
+    run = fit(
+        epochs=4,
+        cluster=two_gpus,
+        name=unique_name,
+        store=str(tmp_path),
+        wait=False,
+        **counting_problem(size=256, batch=32, delay_s=0.05),
+    )
+    info = poll_for(lambda: (i := run.info())["step"] >= 6 and i, timeout=120)
+    kill_worker(two_gpus, str(info["members"][1]))
+    run.wait(timeout=300)
+    info = run.info()
+    assert info["state"] == "COMPLETED"
+    assert info["recoveries"][0]["steps_lost"] == 0
+    assert bool((run.model().counts.cpu() == 4).all())
