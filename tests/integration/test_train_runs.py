@@ -306,3 +306,55 @@ def test_resume_continues_from_the_newest_checkpoint_after_the_cluster_is_lost(
         assert info["state"] == "COMPLETED"
         assert (info["resumed_from"] or 0) >= 8
         assert bool((run.model().counts == 4).all())
+
+
+def mean_count(model: torch.nn.Module) -> dict[str, float]:
+    return {"mean_count": float(model.counts.detach().mean())}
+
+
+def halving(optimizer: torch.optim.Optimizer) -> Any:
+    return torch.optim.lr_scheduler.StepLR(optimizer, step_size=8, gamma=0.5)
+
+
+def squared_error_step(model: torch.nn.Module, batch: Any, loss: Any) -> torch.Tensor:
+    inputs, targets = batch
+    return ((model(inputs) - targets) ** 2).mean()
+
+
+def test_scheduler_clipping_eval_and_a_custom_step(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    from ft_notebook.store import CheckpointStore
+    from ft_notebook.testing.training import regression_problem
+
+    problem = regression_problem(size=256, batch=32)
+    problem["loss"] = None
+    run = fit(
+        epochs=3,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        lr_scheduler=halving,
+        clip_grad_norm=1.0,
+        train_step=squared_error_step,
+        **problem,
+    )
+    info = run.info()
+    assert info["state"] == "COMPLETED"
+    history = info["history"]
+    assert history[-1]["loss"] < history[0]["loss"]
+    state = CheckpointStore(str(tmp_path)).load(unique_name).state
+    assert state["lr_scheduler"]["last_epoch"] == 24  # stepped once per committed step
+    assert state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(1e-2 * 0.5**3)
+
+    counted = fit(
+        epochs=2,
+        cluster=client,
+        name=f"{unique_name}-eval",
+        store=str(tmp_path),
+        eval_fn=mean_count,
+        eval_every=4,
+        **counting_problem(),
+    )
+    evals = [p["eval"]["mean_count"] for p in counted.info()["history"] if "eval" in p]
+    assert evals == [s / 8 for s in (4, 8, 12, 16)]  # mean count after 4, 8, 12, 16 steps
