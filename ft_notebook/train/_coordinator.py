@@ -408,7 +408,7 @@ class RunCoordinator(SchedulerPlugin):
             record.checkpoint = r.data.get("checkpoint_step")
             record.lagging = False
         elif kind == "peer-failed":
-            if plan is not None and r.gen == plan.gen:
+            if plan is not None and r.data.get("plan", r.gen) == plan.gen:
                 # a collective failed before the control plane heard of a loss: give the
                 # loss a moment to arrive, else form the same members again
                 asyncio.get_running_loop().call_later(0.5, self._reform_if_stuck, record, plan.gen)

@@ -40,6 +40,8 @@ logger = logging.getLogger("ft_notebook.train.rank")
 _ACTORS: dict[str, RankActor] = {}
 _LOCK = threading.Lock()
 _PROGRESS_EVERY_S = 0.25
+#: Finished actors kept per worker for their logs and final states.
+_KEEP_FINISHED = 8
 
 
 # ---- RPC entry points (run on the worker's event loop: they must return at once)
@@ -50,6 +52,9 @@ def start_rank(spec: bytes, run: str, name: str, first: bool, dask_worker: Any =
         actor = _ACTORS.get(run)
         if actor is not None and actor.is_alive():
             return "running"
+        finished = [r for r, a in _ACTORS.items() if not a.is_alive()]
+        for old in finished[: max(0, len(finished) - _KEEP_FINISHED)]:
+            del _ACTORS[old]  # their logs and final states go, oldest first
         actor = RankActor(spec, run, name, first, dask_worker)
         _ACTORS[run] = actor
     actor.start()
@@ -227,7 +232,7 @@ class RankActor(threading.Thread):
             except (PeerFailed, RendezvousTimeout) as e:
                 self.set_phase("peer-failed")
                 self.log(str(e))
-                self.report("peer-failed", error=str(e))
+                self.report("peer-failed", error=str(e), plan=plan.gen)
 
     def _store(self, address: tuple[str, int]) -> Any:
         import datetime

@@ -7,6 +7,7 @@ scheduler and the rank actors in the workers, so it goes on when this kernel die
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -183,17 +184,25 @@ class Run:
     def wait(self, timeout: float | None = None, *, poll_s: float = 0.1) -> Run:
         """Block until the run ends; raise RunFailed if it failed."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            info = self.info()
-            state = RunState(info["state"])
-            if state.finished:
-                break
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"Run {self.name!r} is still {state.value} at step {info['step']} after "
-                    f"{timeout:g} s; it goes on. run.wait() again, or run.cancel()."
-                )
-            time.sleep(poll_s)
+        try:
+            while True:
+                info = self.info()
+                state = RunState(info["state"])
+                if state.finished:
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"Run {self.name!r} is still {state.value} at step {info['step']} "
+                        f"after {timeout:g} s; it goes on. run.wait() again, or run.cancel()."
+                    )
+                time.sleep(poll_s)
+        except KeyboardInterrupt:
+            print(
+                f"Stopped waiting; run {self.name!r} goes on in the cluster. "
+                f"ft.attach({self.name!r}) finds it; run.cancel() stops it.",
+                file=sys.stderr,
+            )
+            raise
         if state is RunState.FAILED:
             raise RunFailed(_failure_message(info))
         return self

@@ -358,3 +358,29 @@ def test_scheduler_clipping_eval_and_a_custom_step(
     )
     evals = [p["eval"]["mean_count"] for p in counted.info()["history"] if "eval" in p]
     assert evals == [s / 8 for s in (4, 8, 12, 16)]  # mean count after 4, 8, 12, 16 steps
+
+
+def test_a_cancelled_run_stops_and_the_cluster_stays_usable(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    from ft_notebook.train._rank import rank_state
+
+    run = fit(
+        epochs=50,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        wait=False,
+        **counting_problem(delay_s=0.02),
+    )
+    poll_for(lambda: run.info()["step"] >= 2, timeout=60, what="a few steps")
+    run.cancel()
+    assert run.wait(timeout=30).status.value == "CANCELLED"
+    poll_for(
+        lambda: all('"alive": false' in s for s in client.run(rank_state, unique_name).values()),
+        timeout=30,
+        what="every rank actor stopped",
+    )
+    stopped_at = run.step
+    assert stopped_at < 50 * 8
+    _works(client)
