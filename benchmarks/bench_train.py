@@ -22,8 +22,9 @@
    (polling, with a deadline) until the cluster has 3 workers again. After every
    run the trained counts are checked: every sample used exactly once.
 
-Prints Markdown rows for BENCHMARKS.md on stdout; per-run details go to stderr.
-Uses a temporary data folder and checkpoint store, never the user's.
+Prints Markdown rows for BENCHMARKS.md on stdout; per-run details go to stderr
+(``BENCH_LOG_LEVEL=20`` shows Dask's own log too). Uses a temporary data folder and
+checkpoint store, never the user's.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def start_cluster(n: int) -> tuple[Any, Any]:
             heartbeat_interval="200ms",
             silence_logs=int(os.environ.get("BENCH_LOG_LEVEL", 40)),
             env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-            preload=["ft_notebook.cluster._preload"],  # torch imported before registering, as ft.cluster() does
+            # torch imported before the worker registers, as in ft.cluster()'s workers
+            preload=["ft_notebook.cluster._preload"],
         )
     client = Client(lc, set_as_default=False)
     install_plugins(client)
@@ -133,25 +135,47 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
     def ft_arm(checkpoint_every: int) -> dict[str, float]:
         name = f"bench-tp-{uuid.uuid4().hex[:6]}"
         run = fit(
-            **problem, epochs=epochs, cluster=client, name=name, store=str(work / "store"),
-            checkpoint_every=checkpoint_every, wait=True, timeout=600,
+            **problem,
+            epochs=epochs,
+            cluster=client,
+            name=name,
+            store=str(work / "store"),
+            checkpoint_every=checkpoint_every,
+            wait=True,
+            timeout=600,
         )
         info = run.info()
         if info["state"] != "COMPLETED" or info["step"] != steps:
             raise RuntimeError(f"ft run {name}: {info['state']} at step {info['step']}/{steps}")
         points = [(h["step"], h["time"]) for h in info["history"] if h["world_size"] == 2]
         rate, s0, s1 = steady_rate(points, args.warmup, args.batch)
-        log(f"  ft (checkpoint_every={checkpoint_every}): {rate:.0f} samples/s, steps {s0}-{s1}, "
-            f"{len(points)} history points, loss {info['loss']}")
+        log(
+            f"  ft (checkpoint_every={checkpoint_every}): {rate:.0f} samples/s, steps {s0}-{s1}, "
+            f"{len(points)} history points, loss {info['loss']}"
+        )
         return {"rate": rate, "ms": args.batch / rate * 1e3}
 
     def torchrun_arm() -> dict[str, float]:
         out = work / f"ddp-{uuid.uuid4().hex[:6]}.json"
         cmd = [
-            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-            str(REFERENCE), "--size", str(size), "--batch", str(args.batch),
-            "--features", str(args.features), "--hidden", str(args.hidden),
-            "--epochs", str(epochs), "--out", str(out),
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            str(REFERENCE),
+            "--size",
+            str(size),
+            "--batch",
+            str(args.batch),
+            "--features",
+            str(args.features),
+            "--hidden",
+            str(args.hidden),
+            "--epochs",
+            str(epochs),
+            "--out",
+            str(out),
         ]
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
@@ -204,7 +228,15 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
     return [
         f"\nThroughput: 2 workers x 1 thread vs `torchrun --nproc_per_node=2` DDP (gloo, CPU), "
         f"{what}, {args.pairs} interleaved rounds, medians; {cores()} cores\n",
-        row("benchmark", "ft.fit", "torchrun DDP", "ratio ft/torchrun (median)", "per round", "goal", "met"),
+        row(
+            "benchmark",
+            "ft.fit",
+            "torchrun DDP",
+            "ratio ft/torchrun (median)",
+            "per round",
+            "goal",
+            "met",
+        ),
         row("---", "---", "---", "---", "---", "---", "---"),
         line("steady-state throughput, ft.fit without periodic checkpoints", "ft", ">= 0.97"),
         line("the same, ft.fit with `checkpoint_every=50`", "ft-ckpt", "(context)"),
@@ -236,15 +268,22 @@ def bench_rto(args: argparse.Namespace, work: Path) -> list[str]:
         kill_step = rng.randint(args.kill_from, args.kill_to)
         name = f"bench-rto-{'fast' if fast else 'form'}-{index}-{uuid.uuid4().hex[:4]}"
         run = fit(
-            **problem, epochs=1, cluster=client, name=name, store=str(work / "store"),
-            fast_recovery=fast, wait=False,
+            **problem,
+            epochs=1,
+            cluster=client,
+            name=name,
+            store=str(work / "store"),
+            fast_recovery=fast,
+            wait=False,
         )
 
         def reached() -> dict[str, Any] | None:
             info = run.info()
             if info["state"] in ("COMPLETED", "FAILED", "CANCELLED"):
                 raise RuntimeError(f"{name} ended ({info['state']}) before step {kill_step}")
-            ok = info["state"] == "RUNNING" and info["world_size"] == 3 and info["step"] >= kill_step
+            ok = (
+                info["state"] == "RUNNING" and info["world_size"] == 3 and info["step"] >= kill_step
+            )
             return info if ok else None
 
         info = poll(reached, 300, f"{name} reaching step {kill_step}", every_s=0.01)
@@ -281,8 +320,7 @@ def bench_rto(args: argparse.Namespace, work: Path) -> list[str]:
 
     def nannies() -> str:
         return ", ".join(
-            f"{name}: nanny {w.status.name}, process "
-            f"{'alive' if w.is_alive() else 'not alive'}"
+            f"{name}: nanny {w.status.name}, process {'alive' if w.is_alive() else 'not alive'}"
             for name, w in sorted(lc.workers.items(), key=lambda kv: str(kv[0]))
         )
 
@@ -313,7 +351,9 @@ def bench_rto(args: argparse.Namespace, work: Path) -> list[str]:
         rs = results[fast]
         n = len(rs) + len(failures[fast])
         if not rs:
-            return row(f"fast_recovery={fast}", "no run recovered", *[""] * 8, f"<= {goal_s} s", "no")
+            return row(
+                f"fast_recovery={fast}", "no run recovered", *[""] * 8, f"<= {goal_s} s", "no"
+            )
         rto = [r["rto"] for r in rs]
         med = statistics.median(rto)
         hows = sorted({r["how"] for r in rs})
@@ -341,9 +381,19 @@ def bench_rto(args: argparse.Namespace, work: Path) -> list[str]:
         f"killed past a random step in [{args.kill_from}, {args.kill_to}]; RTO from just before "
         f"the kill to the first step committed by the 2 survivors; {args.rto_runs} runs each; "
         f"{cores()} cores\n",
-        row("recovery", "median RTO (s)", "worst RTO (s)", "kill -> detected (median s)",
-            "reported rto_s (median)", "steps lost (max)", "path taken", "counts exact",
-            "runs recovered", "goal", "met"),
+        row(
+            "recovery",
+            "median RTO (s)",
+            "worst RTO (s)",
+            "kill -> detected (median s)",
+            "reported rto_s (median)",
+            "steps lost (max)",
+            "path taken",
+            "counts exact",
+            "runs recovered",
+            "goal",
+            "met",
+        ),
         row(*["---"] * 11),
         line(True, 0.25),
         line(False, 1.0),

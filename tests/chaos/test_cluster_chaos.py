@@ -87,8 +87,12 @@ def test_a_worker_busy_in_one_long_numpy_call_is_not_evicted(
     # size one product to last about 3 hang thresholds on this machine
     small = max(_dot_seconds(drill, busy.address, 1000), 1e-3)
     n = int(1000 * (3 * threshold / small) ** (1 / 3))
-    seconds = _dot_seconds(drill, busy.address, n)
-    print(f"one {n}x{n} product: {seconds:.2f} s, hang threshold {threshold:.2f} s")
+    for _ in range(4):  # a shared machine's speed changes: size again until it is long
+        seconds = _dot_seconds(drill, busy.address, n)
+        print(f"one {n}x{n} product: {seconds:.2f} s, hang threshold {threshold:.2f} s")
+        if seconds > threshold:
+            break
+        n = int(n * (3 * threshold / max(seconds, 1e-3)) ** (1 / 3))
     assert seconds > threshold, f"a {n}x{n} product took {seconds:.2f} s: not a long call"
     assert [e.kind for e in _events_of("cpu0", since)] == []  # never hung, never lost
     assert {r.name: r.pid for r in status(drill)}["cpu0"] == busy.pid
