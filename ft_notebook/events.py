@@ -42,15 +42,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CheckpointCommitted",
+    "CheckpointFailed",
     "CheckpointSkipped",
     "Event",
     "EventPayload",
     "Health",
     "HealthChanged",
     "RecoveryCompleted",
+    "RolledBack",
     "RunState",
     "RunStateChanged",
     "SnapshotCommitted",
+    "StepSkipped",
     "WorkerHung",
     "WorkerJoined",
     "WorkerLost",
@@ -259,6 +262,36 @@ class CheckpointSkipped(EventPayload):
     reason: str
     used_step: int | None = None
     location: str = ""
+
+
+@event_kind("step-skipped")
+@dataclass(frozen=True)
+class StepSkipped(EventPayload):
+    """A training step had a NaN or Inf loss or gradient on some rank: not applied."""
+
+    skipped_step: int
+    streak: int
+    reason: str = "non-finite loss or gradient"
+
+
+@event_kind("checkpoint-failed")
+@dataclass(frozen=True)
+class CheckpointFailed(EventPayload):
+    """A durable checkpoint could not be written; training goes on, the next try is later."""
+
+    checkpoint_step: int
+    error: str
+    retry_at_step: int
+
+
+@event_kind("rolled-back")
+@dataclass(frozen=True)
+class RolledBack(EventPayload):
+    """Too many skipped steps in a row: the run went back to its last good state."""
+
+    from_step: int
+    to_step: int
+    skipped_steps: tuple[int, ...] = ()
 
 
 @event_kind("snapshot-committed")

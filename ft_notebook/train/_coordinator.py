@@ -30,11 +30,14 @@ from distributed.protocol.serialize import Serialized, deserialize
 
 from ft_notebook.cluster.plugins import control_plane
 from ft_notebook.events import (
+    CheckpointFailed,
     Health,
     HealthChanged,
     RecoveryCompleted,
+    RolledBack,
     RunState,
     RunStateChanged,
+    StepSkipped,
     publish,
     run_topic,
 )
@@ -399,11 +402,30 @@ class RunCoordinator(SchedulerPlugin):
             self._resumed(record, r)
         elif kind == "nonfinite":
             record.nonfinite += 1
-            record.notes.append({"kind": kind, "time": r.time, "step": r.data.get("at_step")})
-        elif kind in ("rollback", "checkpoint-failed"):
+            step, streak = int(r.data.get("at_step", r.step)), int(r.data.get("streak", 1))
+            record.notes.append({"kind": kind, "time": r.time, "step": step})
+            self._publish(record, StepSkipped(skipped_step=step, streak=streak))
+        elif kind == "rollback":
             record.notes.append({"kind": kind, "time": r.time, **r.data})
-            if kind == "checkpoint-failed":
-                record.lagging = True
+            self._publish(
+                record,
+                RolledBack(
+                    from_step=int(r.data["from_step"]),
+                    to_step=int(r.data["to_step"]),
+                    skipped_steps=tuple(int(s) for s in r.data.get("skipped", [])),
+                ),
+            )
+        elif kind == "checkpoint-failed":
+            record.notes.append({"kind": kind, "time": r.time, **r.data})
+            record.lagging = True
+            self._publish(
+                record,
+                CheckpointFailed(
+                    checkpoint_step=r.step,
+                    error=str(r.data.get("error", "")),
+                    retry_at_step=int(r.data.get("retry_at", 0)),
+                ),
+            )
         elif kind == "checkpoint":
             record.checkpoint = r.data.get("checkpoint_step")
             record.lagging = False

@@ -16,6 +16,7 @@ from distributed import Client, LocalCluster
 from ft_notebook.cluster import install_plugins
 from ft_notebook.cluster.chaos import kill_worker
 from ft_notebook.config import reload_config
+from ft_notebook.events import history, run_topic
 from ft_notebook.exceptions import NoWorkers, RunFailed, TrainingError
 from ft_notebook.testing import poll_for
 from ft_notebook.testing.training import CountingModel, counting_problem
@@ -50,6 +51,10 @@ def duo() -> Iterator[Client]:
 def client(duo: Client) -> Client:
     poll_for(lambda: len(duo.scheduler_info(n_workers=-1)["workers"]) == 2, timeout=60)
     return duo
+
+
+def _events(run: str, kind: str) -> list[Any]:
+    return [e for e in history(run_topic(run)) if e.kind == kind]
 
 
 def _works(client: Client) -> None:
@@ -158,9 +163,9 @@ def test_a_nan_step_is_skipped_and_counted(
         step = int((order == 5).nonzero()) // 32
         expected[order[step * 32 : (step + 1) * 32]] -= 1
     assert torch.equal(run.model().counts.detach(), expected)
-    assert [n["step"] for n in info["notes"] if n["kind"] == "nonfinite"] == sorted(
-        n["step"] for n in info["notes"] if n["kind"] == "nonfinite"
-    )
+    skipped = [e.data["skipped_step"] for e in _events(unique_name, "step-skipped")]
+    assert skipped == sorted(n["step"] for n in info["notes"] if n["kind"] == "nonfinite")
+    assert len(skipped) == 2
 
 
 def test_repeated_nans_roll_the_run_back(client: Client, tmp_path: Path, unique_name: str) -> None:
@@ -178,6 +183,11 @@ def test_repeated_nans_roll_the_run_back(client: Client, tmp_path: Path, unique_
     rollbacks = [n for n in info["notes"] if n["kind"] == "rollback"]
     assert len(rollbacks) == 1
     assert rollbacks[0]["to_step"] <= rollbacks[0]["from_step"] - 1
+    (event,) = _events(unique_name, "rolled-back")
+    assert (event.data["from_step"], event.data["to_step"]) == (
+        rollbacks[0]["from_step"],
+        rollbacks[0]["to_step"],
+    )
     counts = run.model().counts.detach()
     assert float(counts[7]) == 0.0
     assert int((counts == 1).sum()) == 256 - 32
@@ -201,6 +211,7 @@ def test_a_full_store_does_not_stop_the_run(
     info = run.info()
     assert info["state"] == "COMPLETED"
     assert info["step"] == 16
+    assert _events(unique_name, "checkpoint-failed")
     assert info["lagging"]
     assert any(n["kind"] == "checkpoint-failed" for n in info["notes"])
 
