@@ -20,7 +20,7 @@ from ft_notebook.cluster import install_plugins
 from ft_notebook.cluster.chaos import hang_worker, kill_worker
 from ft_notebook.testing import poll_for
 from ft_notebook.testing.training import counting_problem, regression_problem
-from ft_notebook.train import Run, attach, fit
+from ft_notebook.train import Run, attach, epoch_order, fit
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -145,16 +145,34 @@ def test_two_kills_in_a_row(client: Client, tmp_path: Any, unique_name: str) -> 
 def test_a_kill_during_recovery_takes_the_slow_path(
     client: Client, tmp_path: Any, unique_name: str
 ) -> None:
-    run = _start(client, unique_name, tmp_path)
-    info = _at_step(run, 6)
-    first, second = _member(info, 2), _member(info, 1)
-    kill_worker(client, first)
-    kill_worker(client, second)  # before the survivors have committed a step
+    # rank 0 spends 2 s fetching the first sample of step 6: a recovery that starts
+    # then cannot finish before it is back, so a second kill lands during it
+    marker = tmp_path / "rank-0-is-slow"
+    problem = counting_problem(size=256, batch=32, delay_s=0.04)
+    problem["data"].slow = {int(epoch_order(0, 0, 256)[6 * 32]): 2.0}
+    problem["data"].slow_once = str(marker)
+    run = fit(
+        epochs=EPOCHS,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path / "ckpt"),
+        wait=False,
+        checkpoint_every=8,
+        **problem,
+    )
+    poll_for(marker.exists, timeout=60, what="rank 0 in its slow step")
+    members = run.info()["members"]
+    kill_worker(client, str(members[2]))
+    poll_for(lambda: run.info()["state"] == "RECOVERING", timeout=10, what="RECOVERING")
+    kill_worker(client, str(members[1]))
     info = _finished(run)
     _exact_counts(run)
-    assert info["recoveries"], info
+    first = info["recoveries"][0]
+    assert str(members[2]) in first["cause"]
+    assert str(members[1]) in first["cause"]  # one recovery, both losses
+    assert first["how"] == "form"  # two losses: a new rendezvous, not a prepared group
+    assert first["workers_after"] == 1
     assert all(r["steps_lost"] == 0 for r in info["recoveries"])
-    assert any(r["workers_after"] == 1 or r["how"] == "form" for r in info["recoveries"])
 
 
 def test_a_restarted_worker_rejoins(client: Client, tmp_path: Any, unique_name: str) -> None:
