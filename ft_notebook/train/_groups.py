@@ -67,7 +67,9 @@ class Waker:
         fut.add_done_callback(lambda _f: self.event.set())
         while True:
             self.event.clear()
-            if work.is_completed():
+            # the future completes (and wakes us) before the work says it is completed:
+            # ask both, or a wake-up is lost and the wait sleeps its whole poll
+            if fut.done() or work.is_completed():
                 break
             if self.interrupted():
                 raise Interrupted(what)

@@ -14,6 +14,7 @@ without.
 from __future__ import annotations
 
 import io
+import math
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,9 @@ class Trainer:
         self.steps_per_epoch = steps_per_epoch(self.size, spec.batch_size)
         self.total_steps = self.steps_per_epoch * spec.epochs
         self._order: tuple[int, np.ndarray] | None = None
+        self._flat: Any = None
+        self._unseeded_next = (-1, -1)
+        self._views: list[Any] = []
 
     # ---- data
 
@@ -98,27 +102,54 @@ class Trainer:
                 self._backward(indices[lo:hi], (hi - lo) / n, step, c, rows[c])
             return rows
         lo, hi = split(n, world)[rank]
-        dtype = self.params[0].dtype if self.params else torch.float32
-        flat = torch.zeros(self.numel + 1, dtype=dtype, device=self.device)
+        flat = self._flat_gradients()
         if hi > lo:
             self._backward(indices[lo:hi], (hi - lo) / n, step, rank, flat)
         return flat
 
+    def _flat_gradients(self) -> Any:
+        """The zeroed flat buffer, with every parameter's ``.grad`` a view into it.
+
+        Backward then accumulates straight into the buffer that is all-reduced, and
+        the reduced sum is the gradient the optimizer reads: no copies either way
+        (DDP's ``gradient_as_bucket_view``)."""
+        import torch
+
+        if self._flat is None:
+            dtype = self.params[0].dtype if self.params else torch.float32
+            self._flat = torch.zeros(self.numel + 1, dtype=dtype, device=self.device)
+            self._views, offset = [], 0
+            for p in self.params:
+                self._views.append(self._flat[offset : offset + p.numel()].view_as(p))
+                offset += p.numel()
+        else:
+            self._flat.zero_()
+        for p, view in zip(self.params, self._views, strict=True):
+            p.grad = view
+        return self._flat
+
     def _backward(self, indices: np.ndarray, weight: float, step: int, key: int, out: Any) -> None:
         import torch
 
-        # dropout and other randomness of a step: keyed by step and chunk, not by rank
-        torch.manual_seed((self.spec.seed * 1_000_003 + step) * 4099 + key)
-        for p in self.params:
-            p.grad = None
+        # dropout and other randomness: in deterministic mode keyed by step and chunk,
+        # not by rank; otherwise seeded (0.1 ms) only when the rank or the step
+        # sequence changes, which keeps ranks apart
+        if self.spec.deterministic or (key, step) != self._unseeded_next:
+            torch.manual_seed((self.spec.seed * 1_000_003 + step) * 4099 + key)
+        self._unseeded_next = (key, step + 1)
+        into_views = out is self._flat
+        if not into_views:
+            for p in self.params:
+                p.grad = None
         amp = self.spec.amp and self.device.type == "cuda"
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=amp):
             loss = self.loss_of(self.batch(indices))
         (loss * weight).backward()
         offset = 0
-        for p in self.params:
+        for i, p in enumerate(self.params):
             k = p.numel()
-            if p.grad is not None:
+            # a gradient autograd did not accumulate in place (another layout): copy it
+            if p.grad is not None and not (into_views and p.grad is self._views[i]):
                 out[offset : offset + k].copy_(p.grad.reshape(-1))
             offset += k
         out[offset] = float(loss.detach()) * weight
@@ -137,13 +168,16 @@ class Trainer:
         import torch
 
         loss = float(total[-1])
-        if not bool(torch.isfinite(total).all()):
+        # one cheap pass: a NaN or Inf anywhere makes the sum non-finite; a sum that
+        # overflowed from finite values is told apart by the full check
+        if not math.isfinite(float(total.sum())) and not bool(torch.isfinite(total).all()):
             return loss, False
-        offset = 0
-        for p in self.params:
-            k = p.numel()
-            p.grad = total[offset : offset + k].view_as(p).to(p.dtype)
-            offset += k
+        if total is not self._flat:  # deterministic rows: the sum is a new tensor
+            offset = 0
+            for p in self.params:
+                k = p.numel()
+                p.grad = total[offset : offset + k].view_as(p).to(p.dtype)
+                offset += k
         if self.spec.clip_grad_norm:
             torch.nn.utils.clip_grad_norm_(self.params, self.spec.clip_grad_norm)
         self.optimizer.step()
