@@ -7,12 +7,15 @@
    --nproc_per_node=2`` DDP (gloo, CPU, ``benchmarks/_ddp_reference.py``) of the same
    MLP (``ft_notebook.testing.training.mlp``), data (``regression_problem``'s tensors
    as a TensorDataset, indexed by the same per-epoch permutation), Adam (lr 1e-2) and
-   global batch, split in halves; one torch thread per process in both arms. The
-   first ``--warmup`` steps are skipped: ft's rate is taken from the run's history
-   (progress points of rank 0), torchrun's from rank 0's wall time after every step.
-   The arms alternate (``--pairs`` rounds); the ratio is the median of the per-pair
-   ratios. A third arm, ft with ``checkpoint_every=50`` (an asynchronous durable
-   checkpoint every 50 steps; the first arm saves only at the end), is context.
+   global batch, split in halves; one torch thread per process in both arms. Every
+   ft run has a fresh cluster of its own (its start is not timed), closed before the
+   next arm: an idle LocalCluster of 2 takes about 10% of a core (scheduler, nannies,
+   heartbeats), which would slow the torchrun arm. The first ``--warmup`` steps are
+   skipped: ft's rate is taken from the run's history (progress points of rank 0),
+   torchrun's from rank 0's wall time after every step. The arms alternate
+   (``--pairs`` rounds); the ratio is the median of the per-round ratios. A third
+   arm, ft with ``checkpoint_every=50`` (an asynchronous durable checkpoint every 50
+   steps; the first arm saves only at the end), is context.
 2. Recovery time: 3 workers train ``counting_problem`` (steps paced to about 25 ms);
    once the run has passed a random step, one of its members, chosen at random, is
    SIGKILLed (``os.kill`` of the worker process, whose nanny starts a fresh one).
@@ -30,6 +33,7 @@ checkpoint store, never the user's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -66,7 +70,7 @@ def poll(condition: Any, deadline_s: float, what: str, every_s: float = 0.02) ->
         time.sleep(every_s)
 
 
-def start_cluster(n: int) -> tuple[Any, Any]:
+def start_cluster(n: int, heartbeat: str = "200ms") -> tuple[Any, Any]:
     import dask.config
     from distributed import Client, LocalCluster
 
@@ -86,7 +90,7 @@ def start_cluster(n: int) -> tuple[Any, Any]:
             host="127.0.0.1",
             dashboard_address="127.0.0.1:0",
             worker_dashboard_address=None,
-            heartbeat_interval="200ms",
+            heartbeat_interval=heartbeat,
             silence_logs=int(os.environ.get("BENCH_LOG_LEVEL", 40)),
             env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
             # torch imported before the worker registers, as in ft.cluster()'s workers
@@ -128,11 +132,22 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
         size=size, batch=args.batch, features=args.features, hidden=args.hidden
     )
     problem["data"] = TensorDataset(*problem["data"].tensors)
-    lc, client = start_cluster(2)
-    threads = client.run(lambda: (torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")))
-    log(f"ft workers (torch threads, OMP_NUM_THREADS): {sorted(threads.values())}")
+    checked: list[bool] = []
 
     def ft_arm(checkpoint_every: int) -> dict[str, float]:
+        # a cluster of its own: none runs beside the torchrun arm
+        lc, client = start_cluster(2)
+        try:
+            return ft_run(client, checkpoint_every)
+        finally:
+            client.close()
+            lc.close()
+
+    def ft_run(client: Any, checkpoint_every: int) -> dict[str, float]:
+        if not checked:
+            threads = client.run(lambda: (torch.get_num_threads(), os.environ["OMP_NUM_THREADS"]))
+            log(f"ft workers' (torch threads, OMP_NUM_THREADS): {sorted(threads.values())}")
+            checked.append(True)
         name = f"bench-tp-{uuid.uuid4().hex[:6]}"
         run = fit(
             **problem,
@@ -193,14 +208,10 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
         "ft-ckpt": lambda: ft_arm(checkpoint_every=50),
     }
     results: dict[str, list[dict[str, float]]] = {k: [] for k in arms}
-    try:
-        for pair in range(args.pairs):
-            log(f"throughput round {pair + 1}/{args.pairs}")
-            for key, arm in arms.items():
-                results[key].append(arm())
-    finally:
-        client.close()
-        lc.close()
+    for pair in range(args.pairs):
+        log(f"throughput round {pair + 1}/{args.pairs}")
+        for key, arm in arms.items():
+            results[key].append(arm())
 
     ref = results["torchrun"]
     med_ref = statistics.median(r["rate"] for r in ref)
@@ -276,7 +287,14 @@ def bench_rto(args: argparse.Namespace, work: Path) -> list[str]:
             fast_recovery=fast,
             wait=False,
         )
+        try:
+            return measure(run, name, kill_step)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the next run needs the cluster to itself
+                run.cancel()
+            raise
 
+    def measure(run: Any, name: str, kill_step: int) -> dict[str, Any]:
         def reached() -> dict[str, Any] | None:
             info = run.info()
             if info["state"] in ("COMPLETED", "FAILED", "CANCELLED"):
@@ -400,6 +418,111 @@ def bench_rto(args: argparse.Namespace, work: Path) -> list[str]:
     ] + ([f"\nRecovery runs stopped early: {stopped}"] if stopped else [])
 
 
+def bench_hang_and_rejoin(args: argparse.Namespace, work: Path) -> list[str]:
+    """SIGSTOP one of 3 workers with ft's default settings (heartbeats every 500 ms,
+    hung after 2 s): time from the stop to the survivors' first committed step; then
+    the evicted worker's nanny restarts it: time from its arrival to training again."""
+    import torch
+
+    from ft_notebook.config import get_config
+    from ft_notebook.testing.training import counting_problem
+    from ft_notebook.train import fit
+
+    settings = get_config().cluster
+    batch, steps = 32, args.hang_steps
+    problem = counting_problem(size=batch * steps, batch=batch, delay_s=args.delay)
+    rng = random.Random(args.seed + 1)
+    heartbeat = f"{int(settings.heartbeat_interval_s * 1000)}ms"
+    lc, client = start_cluster(3, heartbeat=heartbeat)
+    stops: list[float] = []
+    rejoins: list[float] = []
+    exact, failures = 0, []
+    try:
+        for index in range(args.hang_runs):
+            poll(lambda: worker_count(client) == 3, 120, "3 workers back", every_s=0.1)
+            name = f"bench-hang-{index}-{uuid.uuid4().hex[:4]}"
+            run = fit(
+                **problem,
+                epochs=1,
+                cluster=client,
+                name=name,
+                store=str(work / "store"),
+                wait=False,
+            )
+            try:
+                at = rng.randint(args.kill_from, args.kill_to)
+                info = poll(
+                    lambda run=run, at=at: (
+                        (i := run.info())["state"] == "RUNNING"
+                        and i["world_size"] == 3
+                        and i["step"] >= at
+                        and i
+                    ),
+                    300,
+                    f"{name} at step {at}",
+                    every_s=0.01,
+                )
+                from ft_notebook.cluster._remote import scheduler_workers
+
+                victim = rng.choice(sorted(info["members"]))
+                pid = {
+                    w["name"]: int(w["pid"]) for w in client.run_on_scheduler(scheduler_workers)
+                }[victim]
+                t_stop = time.time()
+                os.kill(pid, signal.SIGSTOP)
+                recovery = poll(lambda run=run: run.info()["recoveries"], 60, f"{name} recovering")[
+                    0
+                ]
+                stops.append(recovery["resumed_at"] - t_stop)
+                run.wait(timeout=300)
+                final = run.info()
+                joins = final["joins"]
+                rejoins += [j["rejoin_s"] for j in joins]
+                ok = bool(torch.all(run.model().counts.detach() == 1.0))
+                exact += ok
+                log(
+                    f"  {name}: SIGSTOP {victim} at step ~{info['step']}: survivors trained again "
+                    f"{stops[-1]:.3f} s later ({recovery['cause']}); rejoins {[j['rejoin_s'] for j in joins]}; "
+                    f"counts exact: {ok}"
+                )
+                if not joins:
+                    failures.append(f"{name}: the restarted worker did not rejoin before the end")
+            except Exception as e:
+                failures.append(f"{type(e).__name__}: {e}")
+                log(f"  run failed: {traceback.format_exc()}")
+                with contextlib.suppress(Exception):
+                    run.cancel()
+                with contextlib.suppress(ProcessLookupError, UnboundLocalError):
+                    os.kill(pid, signal.SIGCONT)
+    finally:
+        client.close()
+        lc.close()
+
+    def line(what: str, values: list[float], goal: float) -> str:
+        if not values:
+            return row(what, "none measured", "", "", f"<= {goal} s", "no")
+        med = statistics.median(values)
+        return row(
+            what,
+            f"{med:.3f}",
+            f"{max(values):.3f}",
+            f"{len(values)}",
+            f"median <= {goal} s",
+            "yes" if med <= goal and not failures else "no",
+        )
+
+    return [
+        f"\nHang and rejoin: SIGSTOP of one of 3 workers (ft's defaults: heartbeats every "
+        f"{heartbeat}, hung after {settings.hung_after_s:g} s) of a `counting_problem` run of "
+        f"{steps} steps, {args.hang_runs} runs; every sample used exactly once in {exact} of "
+        f"{args.hang_runs}; {cores()} cores\n",
+        row("measure", "median (s)", "worst (s)", "n", "goal", "met"),
+        row(*["---"] * 6),
+        line("SIGSTOP -> first step committed by the survivors", stops, 2.5),
+        line("restarted worker: arrival -> training again", rejoins, 3.0),
+    ] + ([f"\nFailures: {'; '.join(failures)}"] if failures else [])
+
+
 def cores() -> int:
     return len(os.sched_getaffinity(0))
 
@@ -411,7 +534,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5, help="throughput rounds (default 5)")
     parser.add_argument("--rto-runs", type=int, default=10, help="kills per mode (default 10)")
     parser.add_argument("--quick", action="store_true", help="3 rounds and 3 kills per mode")
-    parser.add_argument("--only", choices=("throughput", "rto"), default=None)
+    parser.add_argument("--only", choices=("throughput", "rto", "hang"), default=None)
+    parser.add_argument("--hang-runs", type=int, default=5, help="SIGSTOP runs (default 5)")
+    parser.add_argument("--hang-steps", type=int, default=400, help="steps per SIGSTOP run")
     parser.add_argument("--features", type=int, default=512)
     parser.add_argument("--hidden", type=int, default=2048)
     parser.add_argument("--batch", type=int, default=512, help="global batch (default 512)")
@@ -425,7 +550,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.quick:
-        args.pairs, args.rto_runs = 3, 3
+        args.pairs, args.rto_runs, args.hang_runs = 3, 3, 2
 
     work = Path(tempfile.mkdtemp(prefix="ft-bench-train-"))
     os.environ["DASK_FT_NOTEBOOK__DATA_DIR"] = str(work / "data")
@@ -441,6 +566,9 @@ def main() -> None:
     if args.only in (None, "rto"):
         rto = bench_rto(args, work)
         for text in rto:
+            print(text, flush=True)
+    if args.only in (None, "hang"):
+        for text in bench_hang_and_rejoin(args, work):
             print(text, flush=True)
     log(f"total {time.monotonic() - started:.0f} s")
 

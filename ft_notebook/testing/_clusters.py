@@ -23,3 +23,42 @@ def private_cluster(prefix: str = "t", workers: int = 2) -> Iterator[Any]:
         if client is not None:
             client.close()
         down(name)
+
+
+@contextlib.contextmanager
+def training_cluster(workers: int = 3, heartbeat: str = "200ms") -> Iterator[Any]:
+    """A LocalCluster for training drills; yield a Client to it with our plugins on.
+
+    Worker processes under nannies (a killed one comes back under its name), one
+    thread each, torch imported before they register (as in ``ft.cluster()``: an
+    import in a running worker can starve its heartbeats into an eviction), and
+    Dask's ``lost-worker-timeout`` raised: by default a LocalCluster closes, for good,
+    the nanny of a worker still gone 15 s after a removal, and that check can land
+    while a later kill of the same worker is restarting.
+    """
+    import dask.config
+    from distributed import Client, LocalCluster
+
+    from ft_notebook.cluster import install_plugins
+    from ft_notebook.config import cluster_dask_config
+
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"}):
+        with dask.config.set(cluster_dask_config()):
+            lc = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address="127.0.0.1:0",
+                worker_dashboard_address=None,
+                heartbeat_interval=heartbeat,
+                silence_logs=40,
+                preload=["ft_notebook.cluster._preload"],
+            )
+        try:
+            with Client(lc, set_as_default=False) as client:
+                install_plugins(client)
+                client.wait_for_workers(workers, timeout=120)
+                yield client
+        finally:
+            lc.close()

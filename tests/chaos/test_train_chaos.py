@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 import torch
-from distributed import Client, LocalCluster
+from distributed import Client
 
-from ft_notebook.cluster import install_plugins
 from ft_notebook.cluster.chaos import hang_worker, kill_worker
-from ft_notebook.testing import poll_for
+from ft_notebook.testing import poll_for, training_cluster
 from ft_notebook.testing.training import counting_problem, regression_problem
 from ft_notebook.train import Run, attach, epoch_order, fit
 
@@ -31,20 +30,8 @@ EPOCHS = 4
 @pytest.fixture(scope="module")
 def trio() -> Iterator[Client]:
     """3 worker processes under nannies, 200 ms heartbeats, the control plane on."""
-    lc = LocalCluster(
-        n_workers=WORKERS,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
-        worker_dashboard_address=None,
-        heartbeat_interval="200ms",
-        silence_logs=40,
-    )
-    with Client(lc, set_as_default=False) as client:
-        install_plugins(client)
+    with training_cluster(WORKERS) as client:
         yield client
-    lc.close()
 
 
 @pytest.fixture

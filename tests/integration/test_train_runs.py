@@ -13,38 +13,21 @@ import pytest
 import torch
 from distributed import Client, LocalCluster
 
-from ft_notebook.cluster import install_plugins
 from ft_notebook.cluster.chaos import kill_worker
 from ft_notebook.config import reload_config
 from ft_notebook.events import history, run_topic
 from ft_notebook.exceptions import NoWorkers, RunFailed, TrainingError
-from ft_notebook.testing import poll_for
+from ft_notebook.testing import poll_for, training_cluster
 from ft_notebook.testing.training import CountingModel, counting_problem
 from ft_notebook.train import attach, epoch_order, fit, runs
 
 pytestmark = pytest.mark.integration
 
 
-def _local_cluster(n: int) -> LocalCluster:
-    return LocalCluster(
-        n_workers=n,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
-        worker_dashboard_address=None,
-        heartbeat_interval="200ms",
-        silence_logs=40,
-    )
-
-
 @pytest.fixture(scope="module")
 def duo() -> Iterator[Client]:
-    lc = _local_cluster(2)
-    with Client(lc, set_as_default=False) as client:
-        install_plugins(client)
+    with training_cluster(2) as client:
         yield client
-    lc.close()
 
 
 @pytest.fixture
@@ -116,7 +99,10 @@ def test_bad_arguments_are_refused_before_anything_starts(client: Client, tmp_pa
 
 
 def test_no_workers_fails_at_once(tmp_path: Path) -> None:
-    with _local_cluster(0) as lc, Client(lc, set_as_default=False) as client:
+    with (
+        LocalCluster(n_workers=0, dashboard_address="127.0.0.1:0") as lc,
+        Client(lc, set_as_default=False) as client,
+    ):
         started = time.monotonic()
         with pytest.raises(NoWorkers, match="no workers"):
             fit(epochs=1, cluster=client, store=str(tmp_path), **counting_problem())
@@ -289,8 +275,7 @@ def test_resume_continues_from_the_newest_checkpoint_after_the_cluster_is_lost(
 ) -> None:
     store = str(tmp_path / "ckpt")
     problem = counting_problem(delay_s=0.05)
-    with _local_cluster(2) as lc, Client(lc, set_as_default=False) as client:
-        install_plugins(client)
+    with training_cluster(2) as client:
         run = fit(
             epochs=4,
             cluster=client,
@@ -302,8 +287,7 @@ def test_resume_continues_from_the_newest_checkpoint_after_the_cluster_is_lost(
         )
         poll_for(lambda: (run.info()["checkpoint"] or 0) >= 8, timeout=60, what="a checkpoint")
     # the whole cluster is gone; a new one resumes
-    with _local_cluster(2) as lc, Client(lc, set_as_default=False) as client:
-        install_plugins(client)
+    with training_cluster(2) as client:
         run = fit(
             epochs=4,
             cluster=client,
