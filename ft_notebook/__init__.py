@@ -33,6 +33,7 @@ from ft_notebook.exceptions import (
 if typing.TYPE_CHECKING:
     from ft_notebook.store import CheckpointStore
     from ft_notebook.train import Run, fit, runs
+    from ft_notebook.widgets import dashboard
 
 __version__ = "0.1.0"
 
@@ -61,6 +62,7 @@ __all__ = [
     "attach",
     "cluster",
     "clusters",
+    "dashboard",
     "down",
     "fit",
     "history",
@@ -110,6 +112,10 @@ def __getattr__(name: str) -> object:
         from ft_notebook.store import CheckpointStore
 
         return CheckpointStore
+    if name == "dashboard":
+        from ft_notebook.widgets import dashboard
+
+        return dashboard
     if name in ("Run", "fit", "runs"):
         import ft_notebook.train as train
 

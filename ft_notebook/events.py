@@ -50,6 +50,7 @@ __all__ = [
     "HealthChanged",
     "RecoveryCompleted",
     "RolledBack",
+    "RunProgress",
     "RunState",
     "RunStateChanged",
     "SnapshotCommitted",
@@ -262,6 +263,24 @@ class CheckpointSkipped(EventPayload):
     reason: str
     used_step: int | None = None
     location: str = ""
+
+
+@event_kind("progress-reported")
+@dataclass(frozen=True)
+class RunProgress(EventPayload):
+    """A run's progress and its workers, about once a second while it trains."""
+
+    step: int
+    total_steps: int
+    epoch: int
+    world_size: int
+    loss: float | None = None
+    samples_per_s: float | None = None
+    eta_s: float | None = None
+    state: str = ""
+    #: One dict per worker of the run: name, state ("training", "waiting", "lost",
+    #: "hung"), heartbeat_age_s, rss, gpu (NVML memory and utilisation, if any).
+    workers: tuple[dict[str, Any], ...] = ()
 
 
 @event_kind("step-skipped")

@@ -32,6 +32,7 @@ _USAGE = """%ft SUBCOMMAND [options]      (%ft SUBCOMMAND --help for its options
   %ft status                  what ft_notebook is doing in this kernel
   %ft cluster up|down|status|attach   your private Dask cluster
   %ft chaos kill|hang|resume WORKER|random   a failure drill on one worker
+  %ft dashboard [RUN]         live health of a training run, or of the cluster
 """
 
 
@@ -69,6 +70,10 @@ class FTMagics(Magics):
         self._add("list", "The snapshots of this notebook.", self._list, cell=False)
         self._add("status", "What ft_notebook does in this kernel.", self._status, cell=False)
         add_cluster_parsers(lambda *a: self._add(*a, cell=False))
+        p = self._add(
+            "dashboard", "Live health of a run, or of the cluster.", self._dashboard, cell=False
+        )
+        p.add_argument("run", nargs="?", help="a run's name (default: the cluster)")
 
     def _add(
         self, name: str, description: str, handler: Handler, *, cell: bool
@@ -131,3 +136,12 @@ class FTMagics(Magics):
 
     def _status(self, args: argparse.Namespace, cell: str | None) -> None:
         _render.status(self.snapshots.status())
+
+    def _dashboard(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from ft_notebook.widgets import dashboard
+
+        if args.run is None:
+            return dashboard()
+        from ft_notebook.train import attach
+
+        return attach(args.run).dashboard()

@@ -35,6 +35,7 @@ from ft_notebook.events import (
     HealthChanged,
     RecoveryCompleted,
     RolledBack,
+    RunProgress,
     RunState,
     RunStateChanged,
     StepSkipped,
@@ -100,6 +101,9 @@ class Record:
     arrivals: dict[str, float] = field(default_factory=dict)  # joiners: when they came
     admitting: dict[str, dict[str, Any]] = field(default_factory=dict)
     joins: list[dict[str, Any]] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)  # every worker that had a rank of the run
+    steps_per_s: float = 0.0
+    published: tuple[float, Any] = (0.0, None)  # when, and what, progress was last published
 
     @property
     def finished(self) -> bool:
@@ -229,6 +233,7 @@ class RunCoordinator(SchedulerPlugin):
 
     async def _start_actor(self, record: Record, name: str, address: str, first: bool) -> None:
         record.actors[name] = address
+        record.seen.add(name)
         try:
             await self._call(address, _rank.start_rank, record.spec, record.name, name, first)
         except Exception as e:
@@ -453,6 +458,7 @@ class RunCoordinator(SchedulerPlugin):
         if r.step > record.step:
             record.last_advance = now
             rate = d.get("steps_per_s") or 0
+            record.steps_per_s = float(rate)
             if rate:
                 record.step_times = ([*record.step_times, 1.0 / float(rate)])[-50:]
         record.step, record.epoch, record.loss = r.step, int(d.get("epoch", 0)), d.get("loss")
@@ -530,9 +536,67 @@ class RunCoordinator(SchedulerPlugin):
             await asyncio.sleep(0.5)
             for record in list(self.runs.values()):
                 try:
+                    if not record.finished:
+                        self._publish_progress(record)
                     await self._check_stall(record)
                 except Exception:
                     logger.exception("stall check of %s failed", record.name)
+
+    # ---- progress for dashboards (about once a second, and at the end)
+
+    def _publish_progress(self, record: Record, *, force: bool = False) -> None:
+        workers = self._workers_of(record)
+        what = (record.step, record.state, workers_key(workers))
+        when, last = record.published
+        now = time.time()
+        if not force and (now - when < 1.0 or (what == last and now - when < 10.0)):
+            return
+        record.published = (now, what)
+        total = record.options.total_steps
+        eta = (total - record.step) / record.steps_per_s if total and record.steps_per_s else None
+        loss = record.loss if isinstance(record.loss, (int, float)) else None
+        self._publish(
+            record,
+            RunProgress(
+                step=record.step,
+                total_steps=total,
+                epoch=record.epoch,
+                world_size=record.world,
+                loss=loss,
+                samples_per_s=record.history[-1].get("samples_per_s") if record.history else None,
+                eta_s=round(eta, 1) if eta is not None and not record.finished else None,
+                state=record.state.value,
+                workers=workers,
+            ),
+        )
+
+    def _workers_of(self, record: Record) -> tuple[dict[str, Any], ...]:
+        rows = {r["name"]: r for r in self.control.rows()}
+        plan = record.plan
+        members = set(plan.members) if plan is not None and not plan.stop else set()
+        out = []
+        for name in sorted(record.seen | members, key=_name_key):
+            row = rows.get(name, {})
+            if row.get("state") in ("lost", "hung") or name not in record.actors:
+                state = str(row.get("state") or "lost")
+                state = "lost" if state == "running" else state  # a new process, no rank yet
+            elif record.finished:
+                state = "done"
+            elif name in members:
+                state = "training"
+            else:
+                state = "joining"
+            out.append(
+                {
+                    "name": name,
+                    "state": state,
+                    "heartbeat_age_s": row.get("heartbeat_age_s"),
+                    "rss": row.get("rss"),
+                    "gpu": row.get("gpu_health"),
+                    "restarts": row.get("restarts", 0),
+                }
+            )
+        return tuple(out)
 
     def stall_threshold(self, record: Record) -> float:
         o = record.options
@@ -581,6 +645,7 @@ class RunCoordinator(SchedulerPlugin):
     def _finish(self, record: Record, state: RunState, reason: str) -> None:
         record.finished_at = time.time()
         self._set_state(record, state, reason)
+        self._publish_progress(record, force=True)
         self._new_plan(record, [], how="form", stop=state.value.lower())
         self.control.release(f"run:{record.name}")
 
@@ -615,6 +680,11 @@ class RunCoordinator(SchedulerPlugin):
             )
         except Exception:
             logger.exception("could not publish %s of run %s", payload.kind, record.name)
+
+
+def workers_key(workers: tuple[dict[str, Any], ...]) -> tuple[tuple[str, str], ...]:
+    """What of the workers makes a new progress event worth publishing."""
+    return tuple((str(w["name"]), str(w["state"])) for w in workers)
 
 
 def _name_key(name: str) -> tuple[int, str]:

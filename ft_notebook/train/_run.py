@@ -250,6 +250,17 @@ class Run:
         device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
         return module.to(device)
 
+    def dashboard(self, *, max_rate: float = 4.0) -> Any:
+        """A live dashboard of this run (ipywidgets; HTML or text elsewhere)."""
+        from ft_notebook.widgets import dashboard
+
+        return dashboard(self, client=self.client, max_rate=max_rate)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(repr(self))}</pre>"
+
     def __repr__(self) -> str:
         info = self._info or {}
         if not info:

@@ -1,0 +1,51 @@
+"""Live dashboards in the notebook: replica health, degradation, recoveries.
+
+``dashboard(run)`` (also ``Run.dashboard()`` and ``%ft dashboard RUN``) follows one
+training run; ``dashboard()`` follows the cluster. Both are built from events only
+(:mod:`._state` folds them, :mod:`._live` feeds them in the background, :mod:`._view`
+shows them as ipywidgets with a bokeh chart), so they update while other cells run,
+and rebuild from the journal in a new kernel. Without a widget front end they show
+as HTML or text. Other sources of events (served models) plug into the same state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ft_notebook.events import cluster_topic, run_topic, session_topic
+from ft_notebook.widgets._live import LiveDashboard
+from ft_notebook.widgets._state import DashboardState, Tile
+
+__all__ = ["DashboardState", "LiveDashboard", "Tile", "dashboard"]
+
+
+def dashboard(run: Any = None, *, client: Any = None, max_rate: float = 4.0) -> LiveDashboard:
+    """A live dashboard of ``run`` (a Run or a run name), or of the cluster.
+
+    ``client`` is the Dask client the events come through (by default the run's, or
+    your default cluster's).
+    """
+    name = getattr(run, "name", run)
+    client = client or getattr(run, "client", None)
+    if name is not None:
+        return LiveDashboard(
+            [run_topic(str(name)), session_topic()],
+            run=str(name),
+            title=f"run {name}",
+            via=client,
+            max_rate=max_rate,
+        )
+    from ft_notebook.cluster import cluster, status
+
+    client = client or cluster()
+    live = LiveDashboard(
+        [cluster_topic(), session_topic()], run=None, title="cluster", via=client, max_rate=max_rate
+    )
+    with live._lock:
+        for row in status(client):
+            tile = live.state.tiles.setdefault(row.name, Tile(row.name))
+            tile.state = str(row.state).upper()
+            tile.heartbeat_age_s, tile.restarts = row.heartbeat_age_s, row.restarts
+        live.state.version += 1
+    live.flush()
+    return live

@@ -1,0 +1,143 @@
+"""Dashboards fold events into one state: live or replayed, widgets or text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ft_notebook.events import (
+    CheckpointCommitted,
+    Event,
+    Health,
+    HealthChanged,
+    RecoveryCompleted,
+    RunProgress,
+    RunState,
+    RunStateChanged,
+    SnapshotCommitted,
+    history,
+    publish,
+    run_topic,
+    session_topic,
+)
+from ft_notebook.testing import poll_for
+from ft_notebook.widgets import DashboardState, dashboard
+
+pytestmark = pytest.mark.unit
+
+
+def _workers(**states: str) -> tuple[dict[str, object], ...]:
+    return tuple({"name": n, "state": s, "heartbeat_age_s": 0.1} for n, s in states.items())
+
+
+def _a_run_with_a_failure(run: str) -> None:
+    topic = run_topic(run)
+    publish(RunStateChanged(RunState.RUNNING, RunState.PENDING, "3 workers"), topic, run=run)
+    publish(
+        RunProgress(
+            4, 32, 0, 3, loss=1.5, workers=_workers(a="training", b="training", c="training")
+        ),
+        topic,
+        step=4,
+    )
+    publish(CheckpointCommitted(checkpoint_step=8, nbytes=100), topic, step=8)
+    publish(
+        RunProgress(9, 32, 1, 3, loss=1.2, workers=_workers(a="training", b="training", c="lost")),
+        topic,
+        step=9,
+    )
+    publish(HealthChanged(Health.DEGRADED, Health.HEALTHY, "c lost"), topic, step=9)
+    publish(RunStateChanged(RunState.RECOVERING, RunState.RUNNING, "c lost"), topic, step=9)
+    publish(RecoveryCompleted("c: process gone", 0.041, 0, 3, 2), topic, step=9)
+    publish(RunStateChanged(RunState.RUNNING, RunState.RECOVERING, "recovered"), topic, step=9)
+    publish(
+        RunProgress(
+            14, 32, 1, 3, loss=0.9, workers=_workers(a="training", b="training", c="training")
+        ),
+        topic,
+        step=14,
+    )
+    publish(HealthChanged(Health.HEALTHY, Health.DEGRADED, "3 workers"), topic, step=14)
+
+
+def test_a_failure_and_its_recovery_as_the_dashboard_sees_them(
+    isolated_data_dir: Path, unique_name: str
+) -> None:
+    _a_run_with_a_failure(unique_name)
+    state = DashboardState(run=unique_name)
+    badges, tile_c = [], []
+    for event in history(run_topic(unique_name)):
+        state.apply(event)
+        badges.append(state.badge)
+        tile_c.append(state.tiles["c"].state if "c" in state.tiles else None)
+    assert "DEGRADED" in badges
+    assert badges[-1] == "HEALTHY"
+    assert badges.index("DEGRADED") < badges.index("RECOVERING") < len(badges) - 1
+    assert tile_c[1] == "TRAINING"
+    assert "LOST" in tile_c
+    assert tile_c[-1] == "TRAINING"
+    (recovery,) = state.recoveries
+    assert recovery["rto_s"] == 0.041
+    assert recovery["steps_lost"] == 0
+    assert recovery["step"] == 9
+    assert state.loss == [(4, 1.5), (9, 1.2), (14, 0.9)]
+    assert state.checkpoints == [8]
+    assert [m["kind"] for m in state.markers] == ["recovery-completed"]
+    text = state.text()
+    assert "HEALTHY" in text
+    assert "RTO 0.041 s" in text
+    assert "c TRAINING" in text
+    html = state.html()
+    assert 'data-health="HEALTHY"' in html
+    assert 'data-rto="0.041"' in html
+    assert 'data-worker="c" data-state="TRAINING"' in html
+
+
+def test_an_event_is_folded_once_and_a_replay_gives_the_same_state(
+    isolated_data_dir: Path, unique_name: str
+) -> None:
+    _a_run_with_a_failure(unique_name)
+    events = history(run_topic(unique_name))
+    once, twice = DashboardState(run=unique_name), DashboardState(run=unique_name)
+    for e in events:
+        once.apply(e)
+    for e in events + events:
+        twice.apply(e)
+    assert once == twice
+    assert not once.apply(Event.from_dict(events[3].to_dict()))  # seen already
+
+
+def test_an_unknown_kind_changes_nothing() -> None:
+    state = DashboardState(run="r")
+    assert not state.apply(Event(topic="t", kind="something-new-happened", seq=1, data={"x": 1}))
+    assert state.version == 0
+
+
+def test_a_live_dashboard_follows_events_and_renders_at_a_bounded_rate(
+    isolated_data_dir: Path, unique_name: str
+) -> None:
+    live = dashboard(unique_name, max_rate=4.0)
+    try:
+        _a_run_with_a_failure(unique_name)
+        publish(SnapshotCommitted("nb", 2048, 5, ("gen",)), session_topic())
+        poll_for(
+            lambda: live.view.badge.value.count('data-health="HEALTHY"') and live.state.snapshot,
+            timeout=10,
+            what="the dashboard caught up",
+        )
+        poll_for(
+            lambda: "recovery" in live.view.recoveries.value and "nb" in live.view.snapshot.value,
+            timeout=10,
+            what="the widgets caught up",
+        )
+        assert 'data-rto="0.041"' in live.view.recoveries.value
+        assert [t for t in live.view.tile_views] == ["a", "b", "c"]
+        assert 'data-state="TRAINING"' in live.view.tile_views["c"].value
+        assert "lost: gen" in live.view.snapshot.value
+        assert live.renders <= 6  # 12 events, at most 4 renders a second, plus the first
+        bundle = live._repr_mimebundle_()
+        assert "application/vnd.jupyter.widget-view+json" in bundle
+        assert "RTO 0.041 s" in bundle["text/plain"]
+    finally:
+        live.close()
