@@ -153,7 +153,8 @@ def test_the_dashboard_shows_a_failure_and_the_recovery_live(
     rto = [
         float(m) for v in values for m in re.findall(r'class="ft-recovery" data-rto="([0-9.]+)"', v)
     ]
-    assert rto and 0 < rto[-1] < 5, rto
+    assert rto, values
+    assert 0 < rto[-1] < 5, rto
 
     # a new kernel, the same run: the journal rebuilds the same history
     second = _notebook(SETUP, REOPEN, SUMMARY)
