@@ -14,7 +14,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 TORCH_REQ ?= $(if $(HAS_GPU),torch>=2.4,torch==2.13.0)
 
-.PHONY: demo test lab bench lint labextension install clean
+.PHONY: demo test lab bench lint labextension install clean chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,15 @@ labextension: install
 	jupyter-builder develop --overwrite . >/dev/null
 	jupyter server extension enable --sys-prefix ft_notebook >/dev/null 2>&1
 
-test: labextension
+# The browser tests drive a real Chromium; as root with apt, install it if missing.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y chromium >/dev/null 2>&1 || \
+	    (apt-get update >/dev/null 2>&1 && apt-get install -y chromium >/dev/null 2>&1); \
+	  else echo "Chromium is missing: the browser tests will be skipped (apt-get install chromium)"; fi
+
+test: labextension chromium
 	cd labextension && jlpm lint && jlpm test
 	$(PY) -m pytest
 

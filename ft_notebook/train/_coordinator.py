@@ -336,6 +336,7 @@ class RunCoordinator(SchedulerPlugin):
             self._new_plan(record, [], how="form")
             return
         self._set_state(record, RunState.RECOVERING, record.pending["cause"])
+        self._publish_progress(record, force=True)  # dashboards: the lost tile at once
         prepared = record.prepared.get(plan.gen, set())
         fast = (
             record.options.fast_recovery
@@ -359,6 +360,7 @@ class RunCoordinator(SchedulerPlugin):
         if record.state is RunState.STALLED:
             self._set_state(record, RunState.RECOVERING, f"{len(members)} workers back")
         plan = self._new_plan(record, members, how="form")
+        self._publish_progress(record, force=True)
         for name in waiting:
             record.admitting[name] = {
                 "name": name,

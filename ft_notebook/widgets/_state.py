@@ -92,7 +92,18 @@ class DashboardState:
             self.state = str(d["state"])
         for w in d.get("workers") or ():
             tile = self.tiles.setdefault(str(w["name"]), Tile(str(w["name"])))
-            tile.state = str(w.get("state", "running")).upper()
+            state = str(w.get("state", "running")).upper()
+            if state in ("LOST", "HUNG") and tile.state != state:
+                label = f"{tile.name} {state.lower()}"
+                self.markers.append(
+                    {
+                        "step": step,
+                        "kind": f"worker-{state.lower()}",
+                        "label": label,
+                        "time": e.time,
+                    }
+                )
+            tile.state = state
             tile.heartbeat_age_s = w.get("heartbeat_age_s")
             tile.rss, tile.gpu = w.get("rss"), w.get("gpu")
             tile.restarts = int(w.get("restarts") or 0)

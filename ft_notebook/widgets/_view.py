@@ -69,10 +69,33 @@ class DashboardView(widgets.VBox):  # type: ignore[misc]
         self.snapshot.value = escape(s.snapshot_line())
 
 
+_bokeh_loaded = False
+
+
+def load_bokehjs() -> None:
+    """Put BokehJS into the notebook page once per kernel, inline (no CDN: the
+    machine may be offline); jupyter_bokeh's widgets render with it."""
+    global _bokeh_loaded
+    if _bokeh_loaded:
+        return
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    if get_ipython() is None:  # not in a kernel: nothing to load into
+        return
+    from bokeh.io import output_notebook
+    from bokeh.resources import INLINE
+
+    output_notebook(resources=INLINE, hide_banner=True)
+    _bokeh_loaded = True
+
+
 class LossChart:
     """Loss over steps, with a vertical mark at every failure and recovery."""
 
     def __init__(self) -> None:
+        load_bokehjs()
         from bokeh.models import ColumnDataSource
         from bokeh.plotting import figure
         from jupyter_bokeh import BokehModel  # type: ignore[import-untyped]

@@ -83,7 +83,7 @@ def test_a_failure_and_its_recovery_as_the_dashboard_sees_them(
     assert recovery["step"] == 9
     assert state.loss == [(4, 1.5), (9, 1.2), (14, 0.9)]
     assert state.checkpoints == [8]
-    assert [m["kind"] for m in state.markers] == ["recovery-completed"]
+    assert [m["kind"] for m in state.markers] == ["worker-lost", "recovery-completed"]
     text = state.text()
     assert "HEALTHY" in text
     assert "RTO 0.041 s" in text
