@@ -36,10 +36,19 @@ def dashboard(run: Any = None, *, client: Any = None, max_rate: float = 4.0) -> 
             max_rate=max_rate,
         )
     from ft_notebook.cluster import cluster, status
+    from ft_notebook.events import history
 
     client = client or cluster()
+    # the cluster topic is shared by all of your clusters: its past is not this
+    # cluster's; the tiles start from the workers there are now
+    past = history(cluster_topic())
     live = LiveDashboard(
-        [cluster_topic(), session_topic()], run=None, title="cluster", via=client, max_rate=max_rate
+        [cluster_topic(), session_topic()],
+        run=None,
+        title="cluster",
+        via=client,
+        max_rate=max_rate,
+        since={cluster_topic(): past[-1].seq if past else 0},
     )
     with live._lock:
         for row in status(client):

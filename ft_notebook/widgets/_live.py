@@ -27,6 +27,7 @@ class LiveDashboard:
         via: Any = None,
         max_rate: float = 4.0,
         widgets: bool = True,
+        since: dict[str, int] | None = None,
     ) -> None:
         self.state = DashboardState(run=run)
         self._lock = threading.Lock()
@@ -39,7 +40,10 @@ class LiveDashboard:
 
             self.view = DashboardView(title, with_run=run is not None)
         self._period = 1.0 / max_rate
-        self._subscriptions = [subscribe(t, self._on_event, via=via) for t in topics]
+        since = since or {}
+        self._subscriptions = [
+            subscribe(t, self._on_event, via=via, since=since.get(t, 0)) for t in topics
+        ]
         self._flusher = threading.Thread(
             target=self._flush_loop, name="ft-notebook-dashboard", daemon=True
         )
