@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import statistics
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -35,7 +32,6 @@ from ft_notebook.events import (
     HealthChanged,
     RecoveryCompleted,
     RolledBack,
-    RunProgress,
     RunState,
     RunStateChanged,
     StepSkipped,
@@ -44,6 +40,8 @@ from ft_notebook.events import (
 )
 from ft_notebook.train import _rank
 from ft_notebook.train._protocol import REPORT_TOPIC, Plan, Report
+from ft_notebook.train._record import Options, Record, name_key
+from ft_notebook.train._watch import RunWatch
 
 logger = logging.getLogger(__name__)
 
@@ -51,93 +49,7 @@ PLUGIN_NAME = "ft-notebook-runs"
 _HISTORY_MAX = 2000
 
 
-@dataclass
-class Options:
-    min_workers: int = 1
-    max_workers: int | None = None
-    fast_recovery: bool = True
-    warmup_timeout_s: float = 300.0
-    #: A step that has not advanced for max(stall_min_s, stall_factor x the median
-    #: step time) is a hang; the first steps get first_steps_floor_s.
-    stall_factor: float = 30.0
-    stall_min_s: float = 10.0
-    first_steps_floor_s: float = 300.0
-    total_steps: int = 0
-
-
-@dataclass
-class Record:
-    name: str
-    spec: bytes
-    options: Options
-    state: RunState = RunState.PENDING
-    health: Health = Health.HEALTHY
-    plan: Plan | None = None
-    actors: dict[str, str] = field(default_factory=dict)  # worker name -> address
-    ready: set[str] = field(default_factory=set)
-    synced: dict[int, set[str]] = field(default_factory=dict)
-    prepared: dict[int, set[str]] = field(default_factory=dict)
-    step: int = 0
-    highest_step: int = 0
-    epoch: int = 0
-    loss: float | str | None = None
-    history: list[dict[str, Any]] = field(default_factory=list)
-    history_every: int = 1
-    recoveries: list[dict[str, Any]] = field(default_factory=list)
-    pending: dict[str, Any] | None = None
-    errors: dict[str, dict[str, str]] = field(default_factory=dict)
-    notes: list[dict[str, Any]] = field(default_factory=list)  # nonfinite, rollback, checkpoints
-    checkpoint: int | None = None
-    lagging: bool = False
-    nonfinite: int = 0
-    started_at: float = field(default_factory=time.time)
-    finished_at: float | None = None
-    last_advance: float = field(default_factory=time.time)
-    step_times: list[float] = field(default_factory=list)
-    target_world: int = 0
-    world: int = 0  # the world size of the newest generation that trained
-    reason: str = ""
-    resumed_from: int | None = None  # the checkpoint step a resume=True run began at
-    arrivals: dict[str, float] = field(default_factory=dict)  # joiners: when they came
-    admitting: dict[str, dict[str, Any]] = field(default_factory=dict)
-    joins: list[dict[str, Any]] = field(default_factory=list)
-    seen: set[str] = field(default_factory=set)  # every worker that had a rank of the run
-    steps_per_s: float = 0.0
-    published: tuple[float, Any] = (0.0, None)  # when, and what, progress was last published
-
-    @property
-    def finished(self) -> bool:
-        return self.state.finished
-
-    def info(self) -> dict[str, Any]:
-        plan = self.plan
-        return {
-            "name": self.name,
-            "state": self.state.value,
-            "health": self.health.value,
-            "reason": self.reason,
-            "step": self.step,
-            "total_steps": self.options.total_steps,
-            "epoch": self.epoch,
-            "loss": self.loss,
-            "world_size": self.world,
-            "members": list(plan.members) if plan is not None else [],
-            "generation": plan.gen if plan is not None else 0,
-            "history": list(self.history),
-            "recoveries": list(self.recoveries),
-            "errors": dict(self.errors),
-            "notes": list(self.notes[-200:]),
-            "checkpoint": self.checkpoint,
-            "resumed_from": self.resumed_from,
-            "joins": list(self.joins),
-            "lagging": self.lagging,
-            "nonfinite": self.nonfinite,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-        }
-
-
-class RunCoordinator(SchedulerPlugin):
+class RunCoordinator(RunWatch, SchedulerPlugin):
     name = PLUGIN_NAME
     idempotent = True
 
@@ -208,7 +120,7 @@ class RunCoordinator(SchedulerPlugin):
     def _workers(self) -> dict[str, str]:
         """Running workers: name -> address, in name order."""
         found = {str(ws.name): addr for addr, ws in self.scheduler.workers.items()}
-        return dict(sorted(found.items(), key=lambda kv: _name_key(kv[0])))
+        return dict(sorted(found.items(), key=lambda kv: name_key(kv[0])))
 
     async def _launch(self, record: Record) -> None:
         self.store_address = await self.control.rendezvous_store()
@@ -354,7 +266,7 @@ class RunCoordinator(SchedulerPlugin):
         waiting = [n for n in record.actors if n in record.ready and n not in plan.members]
         if not waiting:
             return
-        members = sorted([m for m in plan.members if m in record.actors] + waiting, key=_name_key)
+        members = sorted([m for m in plan.members if m in record.actors] + waiting, key=name_key)
         if len(members) < record.options.min_workers:
             return
         if record.state is RunState.STALLED:
@@ -531,117 +443,6 @@ class RunCoordinator(SchedulerPlugin):
         if len(members) >= record.options.min_workers and members:
             self._new_plan(record, members, how="form")
 
-    # ---- hangs that heartbeats do not show
-
-    async def _watchdog(self) -> None:
-        while True:
-            await asyncio.sleep(0.5)
-            for record in list(self.runs.values()):
-                try:
-                    if not record.finished:
-                        self._publish_progress(record)
-                    await self._check_stall(record)
-                except Exception:
-                    logger.exception("stall check of %s failed", record.name)
-
-    # ---- progress for dashboards (about once a second, and at the end)
-
-    def _publish_progress(self, record: Record, *, force: bool = False) -> None:
-        workers = self._workers_of(record)
-        what = (record.step, record.state, workers_key(workers))
-        when, last = record.published
-        now = time.time()
-        if not force and (now - when < 1.0 or (what == last and now - when < 10.0)):
-            return
-        record.published = (now, what)
-        total = record.options.total_steps
-        eta = (total - record.step) / record.steps_per_s if total and record.steps_per_s else None
-        loss = record.loss if isinstance(record.loss, (int, float)) else None
-        self._publish(
-            record,
-            RunProgress(
-                step=record.step,
-                total_steps=total,
-                epoch=record.epoch,
-                world_size=record.world,
-                loss=loss,
-                samples_per_s=record.history[-1].get("samples_per_s") if record.history else None,
-                eta_s=round(eta, 1) if eta is not None and not record.finished else None,
-                state=record.state.value,
-                workers=workers,
-            ),
-        )
-
-    def _workers_of(self, record: Record) -> tuple[dict[str, Any], ...]:
-        rows = {r["name"]: r for r in self.control.rows()}
-        plan = record.plan
-        members = set(plan.members) if plan is not None and not plan.stop else set()
-        out = []
-        for name in sorted(record.seen | members, key=_name_key):
-            row = rows.get(name, {})
-            if row.get("state") in ("lost", "hung") or name not in record.actors:
-                state = str(row.get("state") or "lost")
-                state = "lost" if state == "running" else state  # a new process, no rank yet
-            elif record.finished:
-                state = "done"
-            elif name in members:
-                state = "training"
-            else:
-                state = "joining"
-            out.append(
-                {
-                    "name": name,
-                    "state": state,
-                    "heartbeat_age_s": row.get("heartbeat_age_s"),
-                    "rss": row.get("rss"),
-                    "gpu": row.get("gpu_health"),
-                    "restarts": row.get("restarts", 0),
-                }
-            )
-        return tuple(out)
-
-    def stall_threshold(self, record: Record) -> float:
-        o = record.options
-        if len(record.step_times) < 5:
-            return o.first_steps_floor_s
-        return max(o.stall_min_s, o.stall_factor * statistics.median(record.step_times))
-
-    async def _check_stall(self, record: Record) -> None:
-        plan = record.plan
-        active = (RunState.RUNNING, RunState.RECOVERING)
-        if record.state not in active or plan is None or plan.stop:
-            return
-        threshold = self.stall_threshold(record)
-        if time.time() - record.last_advance < threshold:
-            return
-        states = {}
-        for name in plan.members:
-            address = record.actors.get(name)
-            if address is not None:
-                with contextlib.suppress(Exception):
-                    states[name] = json.loads(
-                        await asyncio.wait_for(
-                            self._call(address, _rank.rank_state, record.name), 5
-                        )
-                    )
-        stuck = [n for n, s in states.items() if s and s.get("phase") == "compute"]
-        if not stuck or len(stuck) == len(plan.members):
-            return
-        for name in stuck:
-            address = record.actors.get(name)
-            logger.warning(
-                "run %s: %s has not finished step %s in %.0f s: evicting it",
-                record.name,
-                name,
-                record.step,
-                threshold,
-            )
-            if address is not None:
-                record.actors.pop(name, None)
-                self._lost(record, [name], f"step not advancing for {threshold:.0f} s")
-                self._spawn(self.control.evict(address))
-        record.last_advance = time.time()
-
     # ---- state
 
     def _finish(self, record: Record, state: RunState, reason: str) -> None:
@@ -682,16 +483,6 @@ class RunCoordinator(SchedulerPlugin):
             )
         except Exception:
             logger.exception("could not publish %s of run %s", payload.kind, record.name)
-
-
-def workers_key(workers: tuple[dict[str, Any], ...]) -> tuple[tuple[str, str], ...]:
-    """What of the workers makes a new progress event worth publishing."""
-    return tuple((str(w["name"]), str(w["state"])) for w in workers)
-
-
-def _name_key(name: str) -> tuple[int, str]:
-    """Worker names in a natural order: "2" before "10"."""
-    return (int(name), "") if name.isdigit() else (1 << 30, name)
 
 
 def coordinator(scheduler: Any) -> RunCoordinator:

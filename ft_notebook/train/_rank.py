@@ -24,6 +24,7 @@ import traceback
 from typing import Any
 
 from ft_notebook.exceptions import RendezvousTimeout
+from ft_notebook.train._durable import DurableCheckpoints
 from ft_notebook.train._groups import (
     Generation,
     Interrupted,
@@ -109,9 +110,7 @@ class RankActor(threading.Thread):
         self.nonfinite_total = 0
         self.final: bytes | None = None
         self._stores: dict[tuple[str, int], Any] = {}
-        self._checkpoints: Any = None
-        self._pending_save: Any = None
-        self._save_backoff_until = 0
+        self.durable: Any = None
         self._last_progress = 0.0
         self._last_loss: Any = None
         self._window: tuple[float, int] | None = None
@@ -181,8 +180,8 @@ class RankActor(threading.Thread):
         finally:
             if self.gen is not None:
                 self.gen.retire(self._timeout())
-            if self._checkpoints is not None:
-                self._checkpoints.flush(timeout=30)
+            if self.durable is not None:
+                self.durable.close()
 
     def _timeout(self) -> float:
         return float((getattr(self, "spec", None) and self.spec.group_timeout_s) or 30.0)
@@ -201,6 +200,10 @@ class RankActor(threading.Thread):
         if self.spec.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         self.trainer = Trainer(self.spec, device)
+        spec = self.spec
+        self.durable = DurableCheckpoints(
+            spec.store_url, spec.store_keep, self.run_name, spec.checkpoint_every
+        )
         if self.first and self.spec.resume:
             self._resume()
         self.set_phase("ready")
@@ -423,18 +426,11 @@ class RankActor(threading.Thread):
                 samples_per_s=round(rate * spec.batch_size, 1),
                 world=gen.world,
                 epoch=self.step // self.trainer.steps_per_epoch,
-                lagging=self._save_backoff_until > self.step,
+                lagging=self.durable.lagging,
                 **extra,
             )
 
     # -- checkpoints
-
-    def _checkpoint_store(self) -> Any:
-        if self._checkpoints is None and self.spec.store_url:
-            from ft_notebook.store import CheckpointStore
-
-            self._checkpoints = CheckpointStore(self.spec.store_url, keep=self.spec.store_keep)
-        return self._checkpoints
 
     def _metadata(self) -> dict[str, Any]:
         cursor = self.trainer.cursor(self.step)
@@ -448,52 +444,17 @@ class RankActor(threading.Thread):
 
     def _checkpoint(self) -> None:
         """An asynchronous durable checkpoint; a failing store only delays the next."""
-        if self.step < self._save_backoff_until:
-            return
-        try:
-            store = self._checkpoint_store()
-        except Exception as e:  # an unwritable location: training goes on, saves lag
-            self._save_failed(e)
-            return
-        if store is None:
-            return
-        previous = self._pending_save
-        if previous is not None and previous.done():
-            self._pending_save = None
-            if previous.exception() is not None:
-                self._save_failed(previous.exception())
-                if self.step < self._save_backoff_until:
-                    return
-            else:
-                self._save_failures = 0
-                self.report("checkpoint", checkpoint_step=previous.step)
-        try:
-            self._pending_save = store.save_async(
-                self.run_name, self.step, self.trainer.state(), self._metadata()
-            )
-        except Exception as e:
-            self._save_failed(e)
-
-    def _save_failed(self, error: BaseException) -> None:
-        every = self.spec.checkpoint_every
-        missed = getattr(self, "_save_failures", 0) + 1
-        self._save_failures = missed
-        self._save_backoff_until = self.step + every * min(2 ** (missed - 1), 16)
-        self.log(
-            f"checkpoint at step {self.step} failed ({error}); "
-            f"next try at step {self._save_backoff_until}"
-        )
-        self.report("checkpoint-failed", error=str(error)[:500], retry_at=self._save_backoff_until)
+        committed, error = self.durable.save(self.step, self.trainer.state, self._metadata())
+        if committed is not None:
+            self.report("checkpoint", checkpoint_step=committed)
+        if error is not None:
+            retry = self.durable.retry_at
+            self.log(f"checkpoint at step {self.step} failed ({error}); next try at step {retry}")
+            self.report("checkpoint-failed", error=str(error)[:500], retry_at=retry)
 
     def _resume(self) -> None:
-        from ft_notebook.exceptions import CheckpointNotFound
-
-        store = self._checkpoint_store()
-        if store is None:
-            return
-        try:
-            ckpt = store.load(self.run_name)
-        except CheckpointNotFound:
+        ckpt = self.durable.newest()
+        if ckpt is None:
             self.log("resume: no checkpoint yet; starting from scratch")
             return
         self.trainer.load_state(ckpt.state)
@@ -505,24 +466,16 @@ class RankActor(threading.Thread):
     def _rollback(self, streak: int) -> None:
         """Too many non-finite steps in a row: back to the newest durable checkpoint
         (or the initial state), keeping the offending steps marked to be skipped."""
-        from ft_notebook.exceptions import CheckpointNotFound
-
         skip = set(self.skip)
-        store = self._checkpoint_store()
-        target = 0
-        try:
-            if store is None:
-                raise CheckpointNotFound("no store")
-            store.flush(timeout=30)
-            ckpt = store.load(self.run_name)
+        ckpt = self.durable.newest()
+        if ckpt is not None:
             self.trainer.load_state(ckpt.state)
-            target = ckpt.step
-        except CheckpointNotFound:
+        else:
             from ft_notebook.train._trainer import Trainer
 
             self.trainer = Trainer(self.spec, self.trainer.device)
         self.skip = skip
-        came_from, self.step = self.step, target
+        came_from, self.step = self.step, ckpt.step if ckpt is not None else 0
         self._sync()  # ranks may have read different checkpoints: agree on the newest
         self.log(f"{streak} non-finite steps in a row: rolled back to step {self.step}")
         if self.gen is not None and self.gen.rank == 0:
@@ -538,22 +491,9 @@ class RankActor(threading.Thread):
             self.final = self._state_bytes()
             saved = None
             try:
-                store = self._checkpoint_store()
-            except Exception as e:
+                saved = self.durable.final(self.step, self.trainer.state, self._metadata())
+            except Exception as e:  # the state stays on this worker: final_state()
                 self.log(f"the final checkpoint failed: {e}")
-                store = None
-            if store is not None:
-                if self._pending_save is not None:
-                    store.flush(timeout=60)
-                try:
-                    if (
-                        store.latest(self.run_name) is None
-                        or store.latest(self.run_name).step != self.step
-                    ):
-                        store.save(self.run_name, self.step, self.trainer.state(), self._metadata())
-                    saved = self.step
-                except Exception as e:
-                    self.log(f"the final checkpoint failed: {e}")
             self.report(
                 "done",
                 checkpoint=saved,

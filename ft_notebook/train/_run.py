@@ -112,7 +112,8 @@ def fit(
         )
     if type(min_workers) is not int or min_workers < 1:
         raise TrainingError(f"min_workers must be a positive int, got {min_workers!r}.")
-    from ft_notebook.train._coordinator import Options, RunCoordinator
+    from ft_notebook.train._coordinator import RunCoordinator
+    from ft_notebook.train._record import Options
     from ft_notebook.train._remote import submit_run
 
     client.register_plugin(RunCoordinator())

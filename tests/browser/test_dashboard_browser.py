@@ -142,13 +142,13 @@ def test_the_page_shows_the_tile_and_the_badge_change(lab: dict[str, Any]) -> No
     shots = Path(os.environ.get("FT_SCREENSHOTS", ROOT / ".screenshots"))
     shots.mkdir(parents=True, exist_ok=True)
     seen: dict[str, list[str]] = {"tile": [], "badge": [], "state": []}
+    console: list[str] = []  # the page's console, kept beside the screenshots
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            console = (shots / "dashboard-console.log").open("w")
-            page.on("console", lambda m: console.write(f"{m.type}: {m.text}\n"))
-            page.on("pageerror", lambda e: console.write(f"pageerror: {e}\n"))
+            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+            page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
             page.goto(f"{lab['base']}/lab/tree/dashboard.ipynb?reset&token={lab['token']}")
             page.wait_for_function("window.jupyterapp !== undefined", timeout=60_000)
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
@@ -161,7 +161,7 @@ def test_the_page_shows_the_tile_and_the_badge_change(lab: dict[str, Any]) -> No
             # not awaited: the command's promise ends when the whole notebook has run
             page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
             page.wait_for_selector(".ft-badge", timeout=120_000)
-            console.write(f"badge shown at {time.time()}\n")
+            console.append(f"badge shown at {time.time()}")
             probe = """() => {
                 const tile = document.querySelector('.ft-tile[data-worker="2"]');
                 const badge = document.querySelector('.ft-badge');
@@ -192,6 +192,7 @@ def test_the_page_shows_the_tile_and_the_badge_change(lab: dict[str, Any]) -> No
         finally:
             browser.close()
     (shots / "dashboard-sequence.json").write_text(json.dumps(seen, indent=1))
+    (shots / "dashboard-console.log").write_text("\n".join(console))
     assert seen["state"], seen
     assert seen["state"][-1] == "COMPLETED", seen
     assert "LOST" in seen["tile"], seen

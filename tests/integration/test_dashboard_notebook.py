@@ -93,13 +93,7 @@ def _run(nb: Any, env: dict[str, str], cwd: Path) -> RecordingClient:
     client = RecordingClient(
         nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
     )
-    for key, value in env.items():
-        os.environ[key] = value  # the kernel inherits the test's environment
-    try:
-        client.execute()
-    finally:
-        for key in env:
-            os.environ.pop(key, None)
+    client.execute(env={**os.environ, **env})  # the kernel's environment, not ours
     return client
 
 

@@ -14,9 +14,10 @@ import torch.distributed as dist
 
 from ft_notebook.exceptions import TrainingError
 from ft_notebook.testing.training import counting_problem, regression_problem
-from ft_notebook.train._coordinator import Options, Record, RunCoordinator
+from ft_notebook.train._coordinator import RunCoordinator
 from ft_notebook.train._groups import Interrupted, PeerFailed, Waker
 from ft_notebook.train._protocol import Plan, Report
+from ft_notebook.train._record import Options, Record
 from ft_notebook.train._spec import FitSpec, dumps_spec
 from ft_notebook.train._trainer import Trainer
 

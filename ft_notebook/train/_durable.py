@@ -1,0 +1,90 @@
+"""A run's durable checkpoints as one rank sees them.
+
+Saves go through the :class:`~ft_notebook.store.CheckpointStore` asynchronously
+(``save_async`` copies the state, a background thread commits it). A store that
+fails, full or unwritable, never stops training: the next saves are spaced out
+(exponential backoff in multiples of ``checkpoint_every``, at most 16) and the run
+shows its checkpoints as lagging until one commits again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ft_notebook.exceptions import CheckpointNotFound
+
+
+class DurableCheckpoints:
+    def __init__(self, url: str, keep: int, run: str, every: int) -> None:
+        self.url, self.keep, self.run, self.every = url, keep, run, every
+        self._store: Any = None
+        self._pending: Any = None  # the SaveHandle of the newest save
+        self.failures = 0
+        self.retry_at = 0  # the first step at which to try again after failures
+
+    def store(self) -> Any:
+        """The store (opened on first use; raises StoreError if it cannot be), or None."""
+        if self._store is None and self.url:
+            from ft_notebook.store import CheckpointStore
+
+            self._store = CheckpointStore(self.url, keep=self.keep)
+        return self._store
+
+    @property
+    def lagging(self) -> bool:
+        return self.failures > 0
+
+    def save(
+        self, step: int, state: Callable[[], Any], metadata: dict[str, Any]
+    ) -> tuple[int | None, BaseException | None]:
+        """Start the save of ``step`` if one is due; returns (the step of an earlier
+        save that has committed since, the error of one that failed)."""
+        if step < self.retry_at:
+            return None, None
+        committed = None
+        try:
+            store = self.store()
+            if store is None:
+                return None, None
+            previous = self._pending  # a save still queued is superseded by this one
+            if previous is not None and previous.done():
+                self._pending = None
+                if previous.exception() is not None:
+                    return None, self.failed(step, previous.exception())
+                committed, self.failures = previous.step, 0
+            self._pending = store.save_async(self.run, step, state(), metadata)
+        except Exception as e:  # the store cannot be opened or written: training goes on
+            return committed, self.failed(step, e)
+        return committed, None
+
+    def failed(self, step: int, error: BaseException) -> BaseException:
+        self.failures += 1
+        self.retry_at = step + self.every * min(2 ** (self.failures - 1), 16)
+        return error
+
+    def newest(self) -> Any:
+        """The newest checkpoint that verifies (after pending saves), or None."""
+        store = self.store()
+        if store is None:
+            return None
+        store.flush(timeout=30)
+        try:
+            return store.load(self.run)
+        except CheckpointNotFound:
+            return None
+
+    def final(self, step: int, state: Callable[[], Any], metadata: dict[str, Any]) -> int:
+        """Commit ``step`` (unless it already is) and return it; raises on failure."""
+        store = self.store()
+        if store is None:
+            raise CheckpointNotFound("the run has no checkpoint store")
+        store.flush(timeout=60)
+        latest = store.latest(self.run)
+        if latest is None or latest.step != step:
+            store.save(self.run, step, state(), metadata)
+        return step
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.flush(timeout=30)

@@ -1,0 +1,105 @@
+"""A run's record in the coordinator: its options and everything known about it.
+
+:meth:`Record.info` is what a :class:`~ft_notebook.train.Run` handle in any kernel
+reads (plain, JSON-able values).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ft_notebook.events import Health, RunState
+from ft_notebook.train._protocol import Plan
+
+
+@dataclass
+class Options:
+    min_workers: int = 1
+    max_workers: int | None = None
+    fast_recovery: bool = True
+    warmup_timeout_s: float = 300.0
+    #: A step that has not advanced for max(stall_min_s, stall_factor x the median
+    #: step time) is a hang; the first steps get first_steps_floor_s.
+    stall_factor: float = 30.0
+    stall_min_s: float = 10.0
+    first_steps_floor_s: float = 300.0
+    total_steps: int = 0
+
+
+@dataclass
+class Record:
+    name: str
+    spec: bytes
+    options: Options
+    state: RunState = RunState.PENDING
+    health: Health = Health.HEALTHY
+    plan: Plan | None = None
+    actors: dict[str, str] = field(default_factory=dict)  # worker name -> address
+    ready: set[str] = field(default_factory=set)
+    synced: dict[int, set[str]] = field(default_factory=dict)
+    prepared: dict[int, set[str]] = field(default_factory=dict)
+    step: int = 0
+    highest_step: int = 0
+    epoch: int = 0
+    loss: float | str | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    history_every: int = 1
+    recoveries: list[dict[str, Any]] = field(default_factory=list)
+    pending: dict[str, Any] | None = None
+    errors: dict[str, dict[str, str]] = field(default_factory=dict)
+    notes: list[dict[str, Any]] = field(default_factory=list)  # nonfinite, rollback, checkpoints
+    checkpoint: int | None = None
+    lagging: bool = False
+    nonfinite: int = 0
+    started_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    last_advance: float = field(default_factory=time.time)
+    step_times: list[float] = field(default_factory=list)
+    target_world: int = 0
+    world: int = 0  # the world size of the newest generation that trained
+    reason: str = ""
+    resumed_from: int | None = None  # the checkpoint step a resume=True run began at
+    arrivals: dict[str, float] = field(default_factory=dict)  # joiners: when they came
+    admitting: dict[str, dict[str, Any]] = field(default_factory=dict)
+    joins: list[dict[str, Any]] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)  # every worker that had a rank of the run
+    steps_per_s: float = 0.0
+    published: tuple[float, Any] = (0.0, None)  # when, and what, progress was last published
+
+    @property
+    def finished(self) -> bool:
+        return self.state.finished
+
+    def info(self) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "health": self.health.value,
+            "reason": self.reason,
+            "step": self.step,
+            "total_steps": self.options.total_steps,
+            "epoch": self.epoch,
+            "loss": self.loss,
+            "world_size": self.world,
+            "members": list(plan.members) if plan is not None else [],
+            "generation": plan.gen if plan is not None else 0,
+            "history": list(self.history),
+            "recoveries": list(self.recoveries),
+            "errors": dict(self.errors),
+            "notes": list(self.notes[-200:]),
+            "checkpoint": self.checkpoint,
+            "resumed_from": self.resumed_from,
+            "joins": list(self.joins),
+            "lagging": self.lagging,
+            "nonfinite": self.nonfinite,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+
+def name_key(name: str) -> tuple[int, str]:
+    """Worker names in a natural order: "2" before "10"."""
+    return (int(name), "") if name.isdigit() else (1 << 30, name)
