@@ -1,11 +1,13 @@
 """Elastic data-parallel training on Dask that survives the loss of workers (``ft.fit``).
 
-Data flow: :func:`fit` (kernel) checks the spec and hands it to the
-:class:`~._coordinator.RunCoordinator` (a SchedulerPlugin), which starts one
-:mod:`rank actor <._rank>` per worker and tells them, generation by generation, who
-trains together (:mod:`._protocol`). Ranks train in standalone process groups
-(:mod:`._groups`) on the arithmetic of :mod:`._trainer`, taking their samples from
-:mod:`._sharding`, and report back through the scheduler's event log. A
+Data flow: :func:`fit` (kernel, :mod:`._run`) checks the spec (:mod:`._spec`) and
+hands it to the :class:`~._coordinator.RunCoordinator` (a SchedulerPlugin), which
+starts one :mod:`rank actor <._rank>` per worker and tells them, generation by
+generation, who trains together (:mod:`._protocol`); it keeps each run's
+:mod:`record <._record>` and :mod:`watches <._watch>` it (progress events, stalls).
+Ranks train in standalone process groups (:mod:`._groups`) on the arithmetic of
+:mod:`._trainer`, taking their samples from :mod:`._sharding`, keep durable
+checkpoints (:mod:`._durable`), and report back through the scheduler's event log. A
 :class:`Run` in any kernel follows the coordinator's record.
 """
 
