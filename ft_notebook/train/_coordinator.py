@@ -166,6 +166,7 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
             lost=lost,
             stop=stop,
             committed=record.highest_step,
+            incarnation=record.incarnation,
         )
         record.plan = plan
         if not stop:

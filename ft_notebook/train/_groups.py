@@ -126,9 +126,9 @@ class Generation:
     """This rank's view of one generation: its group, rank, world and survivor groups."""
 
     def __init__(
-        self, run: str, gen: int, members: tuple[str, ...], name: str, group: Any, backend: str
+        self, prefix: str, gen: int, members: tuple[str, ...], name: str, group: Any, backend: str
     ) -> None:
-        self.run, self.gen, self.members, self.name = run, gen, members, name
+        self.prefix, self.gen, self.members, self.name = prefix, gen, members, name
         self.rank = members.index(name)
         self.world = len(members)
         self.group = group
@@ -150,7 +150,7 @@ class Generation:
                     if lost == self.name:
                         continue
                     others = [m for m in self.members if m != lost]
-                    prefix = f"ft/{self.run}/g{self.gen}/without-{lost}/"
+                    prefix = f"{self.prefix}without-{lost}/"
                     self.survivors[lost] = make_group(
                         store,
                         prefix,

@@ -36,6 +36,14 @@ class Plan:
     #: The newest step the coordinator knows committed: when no member holds a state
     #: (every holder was lost), the ranks read the newest durable checkpoint instead.
     committed: int = 0
+    #: Unique per submission of the run: a name used again on the same cluster must
+    #: not meet the old run's keys in the rendezvous store.
+    incarnation: str = ""
+
+    @property
+    def prefix(self) -> str:
+        """The rendezvous store prefix of this generation's groups."""
+        return f"ft/{self.run}/{self.incarnation}/g{self.gen}/"
 
     def to_wire(self) -> dict[str, Any]:
         return asdict(self)

@@ -264,7 +264,7 @@ class RankActor(threading.Thread):
                 old.survivors.pop(plan.lost, None)
                 old.retire(self._timeout())
                 return Generation(
-                    self.run_name, plan.gen, plan.members, self.worker_name, group, self.backend
+                    plan.prefix, plan.gen, plan.members, self.worker_name, group, self.backend
                 )
             raise PeerFailed(f"no prepared group of generation {plan.base} without {plan.lost}")
         if old is not None:
@@ -272,7 +272,7 @@ class RankActor(threading.Thread):
             self.gen = None
         self.set_phase("rendezvous")
         store = self._store(plan.store)
-        prefix = f"ft/{self.run_name}/g{plan.gen}/"
+        prefix = plan.prefix
         group = form_interruptibly(
             self.waker,
             lambda: make_group(store, prefix, rank, world, self.backend, self._timeout()),
@@ -281,7 +281,7 @@ class RankActor(threading.Thread):
         )
         self.log(f"generation {plan.gen}: rank {rank} of {world}")
         return Generation(
-            self.run_name, plan.gen, plan.members, self.worker_name, group, self.backend
+            plan.prefix, plan.gen, plan.members, self.worker_name, group, self.backend
         )
 
     # -- collectives

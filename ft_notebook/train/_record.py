@@ -7,6 +7,7 @@ reads (plain, JSON-able values).
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,7 @@ class Record:
     target_world: int = 0
     world: int = 0  # the world size of the newest generation that trained
     reason: str = ""
+    incarnation: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     resumed_from: int | None = None  # the checkpoint step a resume=True run began at
     arrivals: dict[str, float] = field(default_factory=dict)  # joiners: when they came
     admitting: dict[str, dict[str, Any]] = field(default_factory=dict)

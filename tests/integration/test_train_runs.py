@@ -384,3 +384,31 @@ def test_a_cancelled_run_stops_and_the_cluster_stays_usable(
     stopped_at = run.step
     assert stopped_at < 50 * 8
     _works(client)
+
+
+def test_a_run_name_used_again_on_the_same_cluster_meets_no_old_keys(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    # the rendezvous store outlives runs: a second run of this name must not find the
+    # first one's group keys (they name dead ports) under the same prefix
+    fit(
+        epochs=1,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        timeout=60,
+        **counting_problem(),
+    )
+    again = fit(
+        epochs=2,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        resume=True,
+        timeout=60,
+        **counting_problem(),
+    )
+    info = again.info()
+    assert info["state"] == "COMPLETED"
+    assert info["resumed_from"] == 8
+    assert bool((again.model().counts == 2).all())

@@ -147,3 +147,10 @@ def test_spec_checks_name_the_mistake() -> None:
         _spec({**problem, "loss": None}).validate()
     with pytest.raises(TrainingError, match="cannot be sent to the workers"):
         dumps_spec(_spec({**problem, "data": threading.Lock()}))
+
+
+def test_a_run_name_used_again_gets_fresh_rendezvous_prefixes() -> None:
+    first, second = Record("same", b"", Options()), Record("same", b"", Options())
+    plans = [Plan("same", 1, ("a",), ("h", 1), incarnation=r.incarnation) for r in (first, second)]
+    assert plans[0].prefix != plans[1].prefix  # old keys in the store are never met
+    assert plans[0].prefix.startswith("ft/same/")
