@@ -14,6 +14,7 @@ from ft_notebook.cluster import cluster, clusters, down
 from ft_notebook.events import Event, Health, RunState, history, publish, subscribe
 from ft_notebook.exceptions import (
     CheckpointCorrupt,
+    CheckpointExists,
     CheckpointNotFound,
     ClusterError,
     ClusterUnreachable,
@@ -39,6 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CheckpointCorrupt",
+    "CheckpointExists",
     "CheckpointNotFound",
     "CheckpointStore",
     "ClusterError",

@@ -67,6 +67,10 @@ class CheckpointNotFound(StoreError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class CheckpointExists(StoreError):
+    """A checkpoint of this run and step is already committed (they are never overwritten)."""
+
+
 class CheckpointCorrupt(StoreError):
     """A checkpoint's files do not match its manifest."""
 

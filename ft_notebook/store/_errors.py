@@ -6,7 +6,12 @@ import errno
 import os
 from collections.abc import Sequence
 
-from ft_notebook.exceptions import CheckpointCorrupt, CheckpointNotFound, StoreError
+from ft_notebook.exceptions import (
+    CheckpointCorrupt,
+    CheckpointExists,
+    CheckpointNotFound,
+    StoreError,
+)
 
 
 def write_failed(
@@ -38,7 +43,7 @@ def write_failed(
 
 
 def already_committed(run: str, step: int, url: str) -> StoreError:
-    return StoreError(
+    return CheckpointExists(
         f"Run {run!r} already has a committed checkpoint at step {step} in {url}; "
         f"checkpoints are never overwritten. Save under a new step, or delete({run!r}, "
         f"{step}) first."

@@ -16,7 +16,6 @@ is admitted by a new generation once it is ready.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
@@ -123,6 +122,14 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
         return dict(sorted(found.items(), key=lambda kv: name_key(kv[0])))
 
     async def _launch(self, record: Record) -> None:
+        try:
+            await self._start_run(record)
+        except Exception as e:
+            logger.exception("could not start run %s", record.name)
+            if not record.finished:
+                self._finish(record, RunState.FAILED, f"the run could not start: {e}")
+
+    async def _start_run(self, record: Record) -> None:
         self.store_address = await self.control.rendezvous_store()
         workers = list(self._workers().items())
         limit = record.options.max_workers or len(workers)
@@ -147,9 +154,12 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
         record.actors[name] = address
         record.seen.add(name)
         try:
-            await self._call(address, _rank.start_rank, record.spec, record.name, name, first)
+            await self._call(
+                address, _rank.start_rank, record.spec, record.name, name, first, record.incarnation
+            )
         except Exception as e:
-            record.actors.pop(name, None)
+            if record.actors.get(name) == address:
+                record.actors.pop(name, None)
             logger.warning("could not start a rank of %s on %s: %s", record.name, name, e)
 
     def _new_plan(
@@ -176,8 +186,15 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
         return plan
 
     async def _deliver(self, record: Record, name: str, address: str, plan: Plan) -> None:
-        with contextlib.suppress(Exception):
-            await self._call(address, _rank.deliver, record.name, plan.to_wire())
+        try:
+            answer = await self._call(address, _rank.deliver, record.name, plan.to_wire())
+        except Exception:  # the worker is going: the control plane reports the loss
+            return
+        gone = answer == "no-actor" and not plan.stop and record.actors.get(name) == address
+        if gone and record.plan is plan and name in plan.members:
+            del record.actors[name]
+            record.ready.discard(name)
+            self._lost(record, [name], "its rank actor is gone")
 
     async def _call(self, address: str, fn: Any, *args: Any) -> Any:
         result = await self.scheduler.broadcast(
@@ -290,6 +307,8 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
         record = self.runs.get(report.run)
         if record is None or record.finished:
             return
+        if report.data.get("incarnation", record.incarnation) != record.incarnation:
+            return  # a late report of an earlier run of this name
         try:
             self._on_report(record, report)
         except Exception:
@@ -448,6 +467,7 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
 
     def _finish(self, record: Record, state: RunState, reason: str) -> None:
         record.finished_at = time.time()
+        record.spec = b""  # the pickled factories and dataset are not needed any more
         self._set_state(record, state, reason)
         self._publish_progress(record, force=True)
         self._new_plan(record, [], how="form", stop=state.value.lower())

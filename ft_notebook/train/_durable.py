@@ -9,10 +9,11 @@ shows its checkpoints as lagging until one commits again.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from ft_notebook.exceptions import CheckpointNotFound
+from ft_notebook.exceptions import CheckpointExists, CheckpointNotFound
 
 
 class DurableCheckpoints:
@@ -50,8 +51,10 @@ class DurableCheckpoints:
             previous = self._pending  # a save still queued is superseded by this one
             if previous is not None and previous.done():
                 self._pending = None
-                if previous.exception() is not None:
-                    return None, self.failed(step, previous.exception())
+                error = previous.exception()
+                # a step a lost rank 0 had already checkpointed is as good as committed
+                if error is not None and not isinstance(error, CheckpointExists):
+                    return None, self.failed(step, error)
                 committed, self.failures = previous.step, 0
             self._pending = store.save_async(self.run, step, state(), metadata)
         except Exception as e:  # the store cannot be opened or written: training goes on
@@ -82,7 +85,9 @@ class DurableCheckpoints:
         store.flush(timeout=60)
         latest = store.latest(self.run)
         if latest is None or latest.step != step:
-            store.save(self.run, step, state(), metadata)
+            # CheckpointExists: committed by a rank 0 that was lost after saving it
+            with contextlib.suppress(CheckpointExists):
+                store.save(self.run, step, state(), metadata)
         return step
 
     def close(self) -> None:

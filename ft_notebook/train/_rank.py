@@ -48,15 +48,22 @@ _KEEP_FINISHED = 8
 # ---- RPC entry points (run on the worker's event loop: they must return at once)
 
 
-def start_rank(spec: bytes, run: str, name: str, first: bool, dask_worker: Any = None) -> str:
+def start_rank(
+    spec: bytes, run: str, name: str, first: bool, incarnation: str, dask_worker: Any = None
+) -> str:
     with _LOCK:
         actor = _ACTORS.get(run)
         if actor is not None and actor.is_alive():
-            return "running"
+            if actor.incarnation == incarnation:
+                return "running"
+            # an earlier run of this name (cancelled, failed) that has not stopped yet
+            stop = Plan(run, 1 << 30, (), ("", 0), stop="replaced", incarnation=actor.incarnation)
+            actor.offer(stop)
         finished = [r for r, a in _ACTORS.items() if not a.is_alive()]
         for old in finished[: max(0, len(finished) - _KEEP_FINISHED)]:
             del _ACTORS[old]  # their logs and final states go, oldest first
         actor = RankActor(spec, run, name, first, dask_worker)
+        actor.incarnation = incarnation
         _ACTORS[run] = actor
     actor.start()
     return "started"
@@ -64,9 +71,10 @@ def start_rank(spec: bytes, run: str, name: str, first: bool, dask_worker: Any =
 
 def deliver(run: str, plan: dict[str, Any], dask_worker: Any = None) -> str:
     actor = _ACTORS.get(run)
-    if actor is None or not actor.is_alive():
+    the_plan = Plan.from_wire(plan)
+    if actor is None or not actor.is_alive() or actor.incarnation != the_plan.incarnation:
         return "no-actor"
-    actor.offer(Plan.from_wire(plan))
+    actor.offer(the_plan)
     return "delivered"
 
 
@@ -96,6 +104,7 @@ class RankActor(threading.Thread):
         super().__init__(name=f"ft-notebook-rank-{run}", daemon=True)
         self.spec_bytes, self.run_name, self.worker_name = spec, run, name
         self.first = first  # started with the run (not a joiner): may resume from the store
+        self.incarnation = ""  # which submission of the run this actor belongs to
         self.worker = worker
         self.lines: collections.deque[str] = collections.deque(maxlen=2000)
         self.waker = Waker()
@@ -109,8 +118,8 @@ class RankActor(threading.Thread):
         self.skip: set[int] = set()  # steps skipped for non-finite gradients
         self.nonfinite_total = 0
         self.final: bytes | None = None
-        self._stores: dict[tuple[str, int], Any] = {}
         self.durable: Any = None
+        self.trainer: Any = None  # built in the actor's thread
         self._last_progress = 0.0
         self._last_loss: Any = None
         self._window: tuple[float, int] | None = None
@@ -148,6 +157,7 @@ class RankActor(threading.Thread):
 
     def report(self, kind: str, **data: Any) -> None:
         gen = self.gen.gen if self.gen is not None else 0
+        data = {**data, "incarnation": self.incarnation}
         msg = Report(self.run_name, self.worker_name, kind, gen, self.step, time.time(), data)
         try:
             self.worker.log_event(REPORT_TOPIC, msg.to_wire())
@@ -182,6 +192,8 @@ class RankActor(threading.Thread):
                 self.gen.retire(self._timeout())
             if self.durable is not None:
                 self.durable.close()
+            # kept for logs() and final_state() only: let the model, data and GPU go
+            self.gen, self.trainer, self.durable = None, None, None
 
     def _timeout(self) -> float:
         return float((getattr(self, "spec", None) and self.spec.group_timeout_s) or 30.0)
@@ -231,26 +243,34 @@ class RankActor(threading.Thread):
                 if self._train():
                     self._finish()
             except Interrupted:
+                self._drop_buffers()
                 continue
             except (PeerFailed, RendezvousTimeout) as e:
+                self._drop_buffers()
                 self.set_phase("peer-failed")
                 self.log(str(e))
                 self.report("peer-failed", error=str(e), plan=plan.gen)
 
+    def _drop_buffers(self) -> None:
+        """An abandoned collective may still complete into its buffer: never reuse it."""
+        if getattr(self, "trainer", None) is not None:
+            self.trainer._flat = None
+
     def _store(self, address: tuple[str, int]) -> Any:
+        """A new client of the rendezvous store. One per rendezvous and per survivor
+        build: a client holds its lock while it waits for a key, so an abandoned
+        rendezvous must not share one with the next."""
         import datetime
 
         import torch.distributed as dist
 
-        if address not in self._stores:
-            self._stores[address] = dist.TCPStore(  # type: ignore[attr-defined]
-                address[0],
-                address[1],
-                None,
-                False,
-                timeout=datetime.timedelta(seconds=self._timeout()),
-            )
-        return self._stores[address]
+        return dist.TCPStore(  # type: ignore[attr-defined]
+            address[0],
+            address[1],
+            None,
+            False,
+            timeout=datetime.timedelta(seconds=self._timeout()),
+        )
 
     def _establish(self, plan: Plan) -> Generation:
         old = self.gen
@@ -292,7 +312,11 @@ class RankActor(threading.Thread):
         assert self.gen is not None
         opts = dist.AllreduceOptions()
         opts.reduceOp = getattr(dist.ReduceOp, op)
-        self.waker.wait(self.gen.group.allreduce([tensor], opts), what)
+        try:
+            work = self.gen.group.allreduce([tensor], opts)
+        except Exception as e:  # e.g. NCCL connecting lazily to a dead peer
+            raise PeerFailed(f"{what} could not start: {e}") from e
+        self.waker.wait(work, what)
 
     def _broadcast(self, tensor: Any, src: int, what: str) -> None:
         import torch.distributed as dist
@@ -300,7 +324,11 @@ class RankActor(threading.Thread):
         assert self.gen is not None
         opts = dist.BroadcastOptions()
         opts.rootRank, opts.rootTensor = src, 0
-        self.waker.wait(self.gen.group.broadcast([tensor], opts), what)
+        try:
+            work = self.gen.group.broadcast([tensor], opts)
+        except Exception as e:
+            raise PeerFailed(f"{what} could not start: {e}") from e
+        self.waker.wait(work, what)
 
     def _sync(self) -> None:
         """Agree on the newest committed step; whoever lacks it gets it from a peer."""

@@ -95,6 +95,8 @@ def fit(
         size = len(data) if hasattr(data, "__len__") else None
     except TypeError:
         size = None
+    if not resume:
+        _refuse_old_checkpoints(name, spec.store_url)
     payload = dumps_spec(spec)
     client = _client(cluster)
     workers = len(client.scheduler_info(n_workers=-1)["workers"])
@@ -340,6 +342,24 @@ def _default_client() -> Any:
         return None
     address = client.scheduler.address
     return client if any(c.address == address for c in clusters()) else None
+
+
+def _refuse_old_checkpoints(name: str, url: str) -> None:
+    """A new run must not meet the checkpoints of an earlier run of its name: a resume
+    or a rollback would load them, and retention would drop its own as older."""
+    from ft_notebook.store import CheckpointStore
+
+    try:
+        with CheckpointStore(url, keep=None, publish_events=False) as store:
+            newest = store.latest(name)
+    except Exception:  # not reachable from here: the workers will tell
+        return
+    if newest is not None:
+        raise TrainingError(
+            f"{url} already has checkpoints of a run named {name!r} (the newest at step "
+            f"{newest.step}). Pass resume=True to continue that run, choose another name=, "
+            f"or delete its checkpoints first."
+        )
 
 
 def _store_location(store: Any) -> tuple[str, int]:

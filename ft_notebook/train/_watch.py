@@ -141,6 +141,7 @@ class RunWatch:
             )
             if address is not None:
                 record.actors.pop(name, None)
+                record.ready.discard(name)
                 self._lost(record, [name], f"step not advancing for {threshold:.0f} s")
                 self._spawn(self.control.evict(address))
         record.last_advance = time.time()

@@ -50,8 +50,9 @@ def dashboard(run: Any = None, *, client: Any = None, max_rate: float = 4.0) -> 
         max_rate=max_rate,
         since={cluster_topic(): past[-1].seq if past else 0},
     )
+    rows = status(client)  # not under the lock: events arrive on the client's loop meanwhile
     with live._lock:
-        for row in status(client):
+        for row in rows:
             tile = live.state.tiles.setdefault(row.name, Tile(row.name))
             tile.state = str(row.state).upper()
             tile.heartbeat_age_s, tile.restarts = row.heartbeat_age_s, row.restarts

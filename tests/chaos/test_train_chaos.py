@@ -164,7 +164,7 @@ def test_a_kill_during_recovery_takes_the_slow_path(
 
 def test_a_restarted_worker_rejoins(client: Client, tmp_path: Any, unique_name: str) -> None:
     run = fit(
-        epochs=8,
+        epochs=20,
         cluster=client,
         name=unique_name,
         store=str(tmp_path / "ckpt"),
@@ -186,7 +186,7 @@ def test_a_restarted_worker_rejoins(client: Client, tmp_path: Any, unique_name: 
     assert victim in back["members"]
     run.wait(timeout=180)
     counts = run.model().counts.detach()
-    assert bool((counts == 8).all()), counts
+    assert bool((counts == 20).all()), counts
     assert run.info()["health"] == "HEALTHY"
 
 

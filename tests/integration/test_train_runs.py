@@ -412,3 +412,43 @@ def test_a_run_name_used_again_on_the_same_cluster_meets_no_old_keys(
     assert info["state"] == "COMPLETED"
     assert info["resumed_from"] == 8
     assert bool((again.model().counts == 2).all())
+
+
+def test_a_new_run_does_not_meet_an_old_runs_checkpoints(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    fit(
+        epochs=1,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        timeout=60,
+        **counting_problem(),
+    )
+    with pytest.raises(TrainingError, match="already has checkpoints of a run named"):
+        fit(epochs=1, cluster=client, name=unique_name, store=str(tmp_path), **counting_problem())
+
+
+def test_a_name_submitted_again_right_after_cancel_starts_a_new_run(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    run = fit(
+        epochs=50,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path / "a"),
+        wait=False,
+        **counting_problem(delay_s=0.02),
+    )
+    poll_for(lambda: run.info()["step"] >= 2, timeout=60, what="a few steps")
+    run.cancel()
+    again = fit(
+        epochs=1,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path / "b"),
+        timeout=60,
+        **counting_problem(),
+    )
+    assert again.info()["state"] == "COMPLETED"
+    assert bool((again.model().counts == 1).all())
