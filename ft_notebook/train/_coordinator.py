@@ -144,8 +144,13 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
         if record.finished:
             return
         ready = [n for n in record.actors if n in record.ready]
-        if not ready:
-            self._finish(record, RunState.FAILED, "no worker finished warming up in time")
+        if len(ready) < max(1, record.options.min_workers):
+            self._finish(
+                record,
+                RunState.FAILED,
+                f"{len(ready)} worker(s) finished warming up in time, "
+                f"min_workers={record.options.min_workers}",
+            )
             return
         self._set_state(record, RunState.RUNNING, f"{len(ready)} workers")
         self._new_plan(record, ready, how="form")
@@ -334,7 +339,8 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
                         self._set_state(record, RunState.RUNNING, f"{len(plan.members)} workers")
                     self._update_health(record)
         elif kind == "prepared":
-            record.prepared.setdefault(r.gen, set()).add(r.name)
+            gen = int(r.data.get("prepared_gen", r.gen))
+            record.prepared.setdefault(gen, set()).add(r.name)
         elif kind == "progress":
             self._progress(record, r)
         elif kind == "resumed":

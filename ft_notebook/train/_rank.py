@@ -238,7 +238,7 @@ class RankActor(threading.Thread):
                 self.report("synced", world=self.gen.world, rank=self.gen.rank, how=plan.how)
                 if plan.prepare and 1 < self.gen.world <= self.spec.survivor_groups_max_world:
                     self.gen.prepare_survivors(
-                        self._store(plan.store), self._timeout(), lambda: self.report("prepared")
+                        self._store(plan.store), self._timeout(), self._prepared_reporter()
                     )
                 if self._train():
                     self._finish()
@@ -250,6 +250,16 @@ class RankActor(threading.Thread):
                 self.set_phase("peer-failed")
                 self.log(str(e))
                 self.report("peer-failed", error=str(e), plan=plan.gen)
+
+    def _prepared_reporter(self) -> Any:
+        """Report "prepared" for this generation, even when the build ends after it."""
+        assert self.gen is not None
+        gen_no = self.gen.gen
+
+        def report() -> None:
+            self.report("prepared", prepared_gen=gen_no)
+
+        return report
 
     def _drop_buffers(self) -> None:
         """An abandoned collective may still complete into its buffer: never reuse it."""
