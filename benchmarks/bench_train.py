@@ -70,36 +70,21 @@ def poll(condition: Any, deadline_s: float, what: str, every_s: float = 0.02) ->
         time.sleep(every_s)
 
 
-def start_cluster(n: int, heartbeat: str = "200ms") -> tuple[Any, Any]:
-    import dask.config
-    from distributed import Client, LocalCluster
+def start_cluster(n: int, heartbeat: str = "200ms") -> tuple[contextlib.ExitStack, Any]:
+    """The tests' training cluster (nannies, torch preloaded, Dask's lost-worker-timeout
+    raised), one torch thread per worker; close the stack to stop it."""
+    from ft_notebook.testing import training_cluster
 
-    from ft_notebook.cluster import install_plugins
-    from ft_notebook.config import cluster_dask_config
-
-    # A LocalCluster closes the nanny of a worker that is still gone this long after a
-    # removal (default 15 s). The check runs once per removal and only looks at that
-    # moment: with kills a few seconds apart it can fall inside a later kill's restart
-    # and close that nanny for good. Kept global: it is read when a worker is removed.
-    dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"})
-    with dask.config.set(cluster_dask_config()):
-        lc = LocalCluster(
-            n_workers=n,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
-            worker_dashboard_address=None,
-            heartbeat_interval=heartbeat,
-            silence_logs=int(os.environ.get("BENCH_LOG_LEVEL", 40)),
+    stack = contextlib.ExitStack()
+    client = stack.enter_context(
+        training_cluster(
+            n,
+            heartbeat=heartbeat,
             env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-            # torch imported before the worker registers, as in ft.cluster()'s workers
-            preload=["ft_notebook.cluster._preload"],
+            silence_logs=int(os.environ.get("BENCH_LOG_LEVEL", 40)),
         )
-    client = Client(lc, set_as_default=False)
-    install_plugins(client)
-    client.wait_for_workers(n, timeout=120)
-    return lc, client
+    )
+    return stack, client
 
 
 def worker_count(client: Any) -> int:
@@ -136,12 +121,9 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
 
     def ft_arm(checkpoint_every: int) -> dict[str, float]:
         # a cluster of its own: none runs beside the torchrun arm
-        lc, client = start_cluster(2)
-        try:
+        cluster, client = start_cluster(2)
+        with cluster:
             return ft_run(client, checkpoint_every)
-        finally:
-            client.close()
-            lc.close()
 
     def ft_run(client: Any, checkpoint_every: int) -> dict[str, float]:
         if not checked:
@@ -266,7 +248,7 @@ def bench_rto(args: argparse.Namespace, work: Path) -> list[str]:
     batch = 32
     problem = counting_problem(size=batch * args.rto_steps, batch=batch, delay_s=args.delay)
     rng = random.Random(args.seed)
-    lc, client = start_cluster(3)
+    cluster, client = start_cluster(3)
     results: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
     failures: dict[bool, list[str]] = {True: [], False: []}
 
@@ -339,7 +321,7 @@ def bench_rto(args: argparse.Namespace, work: Path) -> list[str]:
     def nannies() -> str:
         return ", ".join(
             f"{name}: nanny {w.status.name}, process {'alive' if w.is_alive() else 'not alive'}"
-            for name, w in sorted(lc.workers.items(), key=lambda kv: str(kv[0]))
+            for name, w in sorted(client.cluster.workers.items(), key=lambda kv: str(kv[0]))
         )
 
     stopped = ""
@@ -362,8 +344,7 @@ def bench_rto(args: argparse.Namespace, work: Path) -> list[str]:
             if stopped:
                 break
     finally:
-        client.close()
-        lc.close()
+        cluster.close()
 
     def line(fast: bool, goal_s: float) -> str:
         rs = results[fast]
@@ -433,7 +414,7 @@ def bench_hang_and_rejoin(args: argparse.Namespace, work: Path) -> list[str]:
     problem = counting_problem(size=batch * steps, batch=batch, delay_s=args.delay)
     rng = random.Random(args.seed + 1)
     heartbeat = f"{int(settings.heartbeat_interval_s * 1000)}ms"
-    lc, client = start_cluster(3, heartbeat=heartbeat)
+    cluster, client = start_cluster(3, heartbeat=heartbeat)
     stops: list[float] = []
     rejoins: list[float] = []
     exact, failures = 0, []
@@ -495,8 +476,7 @@ def bench_hang_and_rejoin(args: argparse.Namespace, work: Path) -> list[str]:
                 with contextlib.suppress(ProcessLookupError, UnboundLocalError):
                     os.kill(pid, signal.SIGCONT)
     finally:
-        client.close()
-        lc.close()
+        cluster.close()
 
     def line(what: str, values: list[float], goal: float) -> str:
         if not values:

@@ -26,7 +26,12 @@ def private_cluster(prefix: str = "t", workers: int = 2) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def training_cluster(workers: int = 3, heartbeat: str = "200ms") -> Iterator[Any]:
+def training_cluster(
+    workers: int = 3,
+    heartbeat: str = "200ms",
+    env: dict[str, str] | None = None,
+    silence_logs: int = 40,
+) -> Iterator[Any]:
     """A LocalCluster for training drills; yield a Client to it with our plugins on.
 
     Worker processes under nannies (a killed one comes back under its name), one
@@ -52,7 +57,8 @@ def training_cluster(workers: int = 3, heartbeat: str = "200ms") -> Iterator[Any
                 dashboard_address="127.0.0.1:0",
                 worker_dashboard_address=None,
                 heartbeat_interval=heartbeat,
-                silence_logs=40,
+                silence_logs=silence_logs,
+                env=env or {},
                 preload=["ft_notebook.cluster._preload"],
             )
         try:
