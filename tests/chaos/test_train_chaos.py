@@ -242,45 +242,40 @@ def _final_parameters(run: Run) -> list[torch.Tensor]:
     return [p.detach().clone() for p in run.model().parameters()]
 
 
-def test_deterministic_runs_end_bit_identical_with_and_without_a_failure(
-    client: Client, tmp_path: Any, unique_name: str
-) -> None:
+def _clean_and_faulty(
+    client: Client, tmp_path: Any, name: str, **options: Any
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Final parameters of one run without a failure and one with a worker killed."""
     kw = dict(
         epochs=3,
         cluster=client,
-        deterministic=True,
         checkpoint_every=8,
         wait=False,
+        **options,
         **regression_problem(size=256, batch=32, delay_s=0.04),
     )
-    clean = fit(name=f"{unique_name}-clean", store=str(tmp_path / "a"), **kw)
+    clean = fit(name=f"{name}-clean", store=str(tmp_path / "a"), **kw)
     clean.wait(timeout=180)
     poll_for(lambda: len(client.scheduler_info(n_workers=-1)["workers"]) == WORKERS, timeout=60)
-    faulty = fit(name=f"{unique_name}-faulty", store=str(tmp_path / "b"), **kw)
+    faulty = fit(name=f"{name}-faulty", store=str(tmp_path / "b"), **kw)
     info = _at_step(faulty, 5)
     kill_worker(client, _member(info, 1))
     info = _finished(faulty)
     assert info["recoveries"], info
-    for a, b in zip(_final_parameters(clean), _final_parameters(faulty), strict=True):
+    return _final_parameters(clean), _final_parameters(faulty)
+
+
+def test_deterministic_runs_end_bit_identical_with_and_without_a_failure(
+    client: Client, tmp_path: Any, unique_name: str
+) -> None:
+    clean, faulty = _clean_and_faulty(client, tmp_path, unique_name, deterministic=True)
+    for a, b in zip(clean, faulty, strict=True):
         assert torch.equal(a, b)
 
 
 def test_without_deterministic_a_failure_changes_the_result_only_within_tolerance(
     client: Client, tmp_path: Any, unique_name: str
 ) -> None:
-    kw = dict(
-        epochs=3,
-        cluster=client,
-        checkpoint_every=8,
-        wait=False,
-        **regression_problem(size=256, batch=32, delay_s=0.04),
-    )
-    clean = fit(name=f"{unique_name}-clean", store=str(tmp_path / "a"), **kw)
-    clean.wait(timeout=180)
-    poll_for(lambda: len(client.scheduler_info(n_workers=-1)["workers"]) == WORKERS, timeout=60)
-    faulty = fit(name=f"{unique_name}-faulty", store=str(tmp_path / "b"), **kw)
-    info = _at_step(faulty, 5)
-    kill_worker(client, _member(info, 1))
-    _finished(faulty)
-    for a, b in zip(_final_parameters(clean), _final_parameters(faulty), strict=True):
+    clean, faulty = _clean_and_faulty(client, tmp_path, unique_name)
+    for a, b in zip(clean, faulty, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)  # float32 sums in another order
