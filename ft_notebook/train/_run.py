@@ -15,7 +15,7 @@ from typing import Any
 
 from ft_notebook._paths import checked_name, data_dir
 from ft_notebook.events import RunState
-from ft_notebook.exceptions import NoWorkers, RunFailed, TrainingError
+from ft_notebook.exceptions import NoWorkers, RunFailed, StoreError, TrainingError
 from ft_notebook.train._spec import FitSpec, dumps_spec
 
 
@@ -247,9 +247,12 @@ class Run:
             )
         module = factory()
         url = self._store_url or _store_location(None)[0]
-        with CheckpointStore(url, keep=None, publish_events=False) as store:
-            checkpoint = store.load(self.name)
-        module.load_state_dict(checkpoint.state["model"])
+        try:
+            with CheckpointStore(url, keep=None, publish_events=False) as store:
+                state = store.load(self.name).state
+        except StoreError as e:  # no checkpoint there (an unwritable store): ask rank 0
+            state = self._final_state_from_workers(e)
+        module.load_state_dict(state["model"])
         device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
         return module.to(device)
 
@@ -263,6 +266,23 @@ class Run:
         import html
 
         return f"<pre>{html.escape(repr(self))}</pre>"
+
+    def _final_state_from_workers(self, why: Exception) -> dict[str, Any]:
+        """The state rank 0 kept in memory at the end of the run, if its worker lives."""
+        import io
+
+        import torch
+
+        from ft_notebook.train._rank import final_state
+
+        for data in self.client.run(final_state, self.name, on_error="return").values():
+            if isinstance(data, bytes):
+                # weights_only: tensors and plain values, never code
+                return dict(torch.load(io.BytesIO(data), map_location="cpu", weights_only=True))
+        raise TrainingError(
+            f"Run {self.name!r} has no checkpoint to load ({why}), and no worker holds its "
+            f"final state (it is unfinished, or the worker that trained rank 0 is gone)."
+        ) from why
 
     def __repr__(self) -> str:
         info = self._info or {}
