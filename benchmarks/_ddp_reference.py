@@ -4,7 +4,11 @@ The same model (``ft_notebook.testing.training.mlp``), data (the tensors of
 ``regression_problem``, indexed like a TensorDataset), per-epoch permutation (the
 seeded order ``ft_notebook.train.epoch_order`` computes), optimizer (Adam, lr 1e-2)
 and global batch, split in contiguous halves between the two ranks; gloo on CPU, one
-thread per process. Rank 0 writes the wall time after every step to ``--out``::
+thread per process. With ``--device cuda``: NCCL, rank ``r`` on GPU ``r``, each batch
+copied to the GPU as ``ft.fit`` does, the loss read back after every step (as a loop
+that logs it would; ``ft.fit`` reads it for its non-finite check), and with
+``--amp`` the forward pass under bf16 autocast. Rank 0 writes the wall time after
+every step to ``--out``::
 
     torchrun --standalone --nproc_per_node=2 benchmarks/_ddp_reference.py \\
         --size 5120 --batch 512 --features 512 --hidden 2048 --epochs 20 --out t.json
@@ -36,17 +40,24 @@ def main() -> None:
         parser.add_argument(flag, type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--amp", action="store_true")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    cuda = args.device.startswith("cuda")
+    dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
     problem = regression_problem(
         size=args.size, batch=args.batch, features=args.features, hidden=args.hidden
     )
     x, y = problem["data"].tensors
     torch.manual_seed(args.seed)  # as ft's Trainer: the same initial weights everywhere
-    model = DistributedDataParallel(mlp(args.features, args.hidden))
+    model = mlp(args.features, args.hidden).to(device)
+    model = DistributedDataParallel(model, device_ids=[rank] if cuda else None)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     per_rank = args.batch // world
     lo, hi = rank * per_rank, (rank + 1) * per_rank
@@ -59,10 +70,14 @@ def main() -> None:
         for k in range(steps_per_epoch):
             batch = order[k * args.batch : (k + 1) * args.batch]
             idx = torch.from_numpy(batch[lo:hi])
+            xb, yb = x[idx].to(device, non_blocking=True), y[idx].to(device, non_blocking=True)
             optimizer.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.mse_loss(model(x[idx]), y[idx])
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp and cuda):
+                loss = torch.nn.functional.mse_loss(model(xb), yb)
             loss.backward()
             optimizer.step()
+            if cuda:
+                float(loss)  # the step is done on the GPU before its time is taken
             times.append(time.time())
     if rank == 0:
         with open(args.out, "w") as f:

@@ -121,7 +121,7 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
 
     def ft_arm(checkpoint_every: int) -> dict[str, float]:
         # a cluster of its own: none runs beside the torchrun arm
-        cluster, client = start_cluster(2)
+        cluster, client = start_cluster(args.workers)
         with cluster:
             return ft_run(client, checkpoint_every)
 
@@ -138,13 +138,15 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
             name=name,
             store=str(work / "store"),
             checkpoint_every=checkpoint_every,
+            device=args.device,
+            amp=args.amp,
             wait=True,
             timeout=600,
         )
         info = run.info()
         if info["state"] != "COMPLETED" or info["step"] != steps:
             raise RuntimeError(f"ft run {name}: {info['state']} at step {info['step']}/{steps}")
-        points = [(h["step"], h["time"]) for h in info["history"] if h["world_size"] == 2]
+        points = [(h["step"], h["time"]) for h in info["history"] if h["world_size"] == args.workers]
         rate, s0, s1 = steady_rate(points, args.warmup, args.batch)
         log(
             f"  ft (checkpoint_every={checkpoint_every}): {rate:.0f} samples/s, steps {s0}-{s1}, "
@@ -159,8 +161,11 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
             "-m",
             "torch.distributed.run",
             "--standalone",
-            "--nproc_per_node=2",
+            f"--nproc_per_node={args.workers}",
             str(REFERENCE),
+            "--device",
+            args.device,
+            *(["--amp"] if args.amp else []),
             "--size",
             str(size),
             "--batch",
@@ -218,8 +223,10 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
         f"MLP {args.features}-{args.hidden}-1 ({sum(p.numel() for p in problem['model']().parameters()):,} "
         f"parameters), global batch {args.batch}, steps {args.warmup}-{steps}"
     )
+    where = "gloo, CPU" if args.device == "cpu" else f"NCCL, {args.device}{', bf16 autocast' if args.amp else ''}"
     return [
-        f"\nThroughput: 2 workers x 1 thread vs `torchrun --nproc_per_node=2` DDP (gloo, CPU), "
+        f"\nThroughput: {args.workers} worker(s) x 1 thread vs `torchrun "
+        f"--nproc_per_node={args.workers}` DDP ({where}), "
         f"{what}, {args.pairs} interleaved rounds, medians; {cores()} cores\n",
         row(
             "benchmark",
@@ -528,6 +535,11 @@ def main() -> None:
     parser.add_argument("--kill-from", type=int, default=30)
     parser.add_argument("--kill-to", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2, help="throughput: ranks per arm")
+    parser.add_argument(
+        "--device", default="cpu", help="throughput: 'cpu', or 'cuda' (one GPU per worker)"
+    )
+    parser.add_argument("--amp", action="store_true", help="throughput: bf16 autocast (cuda)")
     args = parser.parse_args()
     if args.quick:
         args.pairs, args.rto_runs, args.hang_runs = 3, 3, 2

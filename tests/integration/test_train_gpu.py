@@ -1,7 +1,9 @@
 """ft.fit on GPUs with NCCL: run on a machine with NVIDIA GPUs (deselected elsewhere).
 
-``gpu``: one worker on one GPU, NCCL at world size 1. ``gpu2``: one worker per GPU on
-two GPUs, one is SIGKILLed mid-run, the other goes on and the restarted one rejoins.
+``gpu``: one worker on one GPU, NCCL at world size 1, on a plain SpecCluster and on
+the user's private (TLS) cluster with its GPU-pinned workers. ``gpu2``: one worker per
+GPU on two GPUs, one is SIGKILLed mid-run, the other goes on and the restarted one
+rejoins.
 """
 
 from __future__ import annotations
@@ -64,6 +66,37 @@ def test_nccl_at_world_size_one(one_gpu: Client, tmp_path: Path, unique_name: st
     assert "ready on cuda" in logs, logs
     first, last = info["history"][0]["loss"], info["loss"]
     assert last < first
+
+
+@pytest.mark.gpu
+def test_private_cluster_trains_on_its_gpus(
+    isolated_data_dir: Path, tmp_path: Path, unique_name: str
+) -> None:
+    """The cluster a user gets from ft.cluster() pins one worker per GPU; ft.fit with
+    device "auto" puts each rank on its worker's GPU, and NCCL connects them."""
+    if torch.cuda.device_count() < 1:
+        pytest.skip("needs a CUDA GPU")
+    from ft_notebook.cluster import cluster, down
+
+    name = f"t-gpu-{unique_name}"
+    client = cluster(name=name, gpus="all", set_as_default=False)
+    try:
+        run = fit(
+            epochs=2,
+            cluster=client,
+            name=unique_name,
+            store=str(tmp_path),
+            checkpoint_every=4,
+            **counting_problem(size=128, batch=16),
+        )
+        info = run.info()
+        assert info["state"] == "COMPLETED", info
+        logs = "\n".join(run.logs().values())
+        assert logs.count("ready on cuda") == info["world_size"] >= 1, logs
+        assert bool((run.model().counts.cpu() == 2).all())
+    finally:
+        client.close()
+        down(name)
 
 
 @pytest.mark.gpu2
