@@ -146,7 +146,9 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
         info = run.info()
         if info["state"] != "COMPLETED" or info["step"] != steps:
             raise RuntimeError(f"ft run {name}: {info['state']} at step {info['step']}/{steps}")
-        points = [(h["step"], h["time"]) for h in info["history"] if h["world_size"] == args.workers]
+        points = [
+            (h["step"], h["time"]) for h in info["history"] if h["world_size"] == args.workers
+        ]
         rate, s0, s1 = steady_rate(points, args.warmup, args.batch)
         log(
             f"  ft (checkpoint_every={checkpoint_every}): {rate:.0f} samples/s, steps {s0}-{s1}, "
@@ -223,7 +225,11 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
         f"MLP {args.features}-{args.hidden}-1 ({sum(p.numel() for p in problem['model']().parameters()):,} "
         f"parameters), global batch {args.batch}, steps {args.warmup}-{steps}"
     )
-    where = "gloo, CPU" if args.device == "cpu" else f"NCCL, {args.device}{', bf16 autocast' if args.amp else ''}"
+    where = (
+        "gloo, CPU"
+        if args.device == "cpu"
+        else f"NCCL, {args.device}{', bf16 autocast' if args.amp else ''}"
+    )
     return [
         f"\nThroughput: {args.workers} worker(s) x 1 thread vs `torchrun "
         f"--nproc_per_node={args.workers}` DDP ({where}), "
