@@ -545,11 +545,13 @@ class RankActor(threading.Thread):
 def _device(setting: str) -> Any:
     import torch
 
-    if setting != "auto":
-        return torch.device(setting)
-    if torch.cuda.is_available():
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
+    if setting == "auto":
+        setting = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(setting)
+    if device.type == "cuda" and device.index is None:
+        # "cuda" is this worker's current GPU; set_device needs it by index
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
 
 
 def _plain(x: Any) -> Any:

@@ -51,12 +51,16 @@ def two_gpus() -> Iterator[Client]:
 
 
 @pytest.mark.gpu
-def test_nccl_at_world_size_one(one_gpu: Client, tmp_path: Path, unique_name: str) -> None:
+@pytest.mark.parametrize("device", ["auto", "cuda"])  # "cuda" without an index once failed
+def test_nccl_at_world_size_one(
+    one_gpu: Client, tmp_path: Path, unique_name: str, device: str
+) -> None:
     run = fit(
         epochs=3,
         cluster=one_gpu,
         name=unique_name,
         store=str(tmp_path),
+        device=device,
         amp=True,
         **regression_problem(size=512, batch=64),
     )
