@@ -12,7 +12,9 @@ about 10 ms after a peer is SIGKILLed) and :class:`Interrupted` as soon as the r
 actor is woken by a newer plan (a peer that hangs never fails a collective). An
 abandoned collective keeps running in its group's own threads until the group's
 timeout: groups left behind are kept in :data:`GRAVEYARD` and dropped by a daemon
-thread later, never by the training thread.
+thread later, never by the training thread. At interpreter exit the ones still kept
+are aborted and dropped while CUDA is still up: a ProcessGroupNCCL destroyed after
+the driver shut down terminates the worker process instead of letting it exit.
 
 While a generation trains, a background thread builds its *survivor groups*: one
 for every set of all ranks but one. When a single rank is lost the survivors switch
@@ -21,8 +23,10 @@ to the group that leaves it out, with no rendezvous at all.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +56,18 @@ def bury(group: Any, timeout_s: float) -> None:
         GRAVEYARD[:] = [(t, g) for t, g in GRAVEYARD if t >= time.monotonic()]
     if due:  # dropping a group joins its threads: not on the training thread
         threading.Thread(target=due.clear, name="ft-notebook-group-reaper", daemon=True).start()
+
+
+@atexit.register  # Python's exit handlers run before CUDA's own (C) ones
+def _release_buried_at_exit() -> None:
+    # only NCCL groups: dropping a gloo group joins its threads, which could hold up
+    # the exit until an abandoned collective times out
+    with _GRAVEYARD_LOCK:
+        nccl = [g for _t, g in GRAVEYARD if "NCCL" in type(g).__name__]
+        GRAVEYARD[:] = [(t, g) for t, g in GRAVEYARD if "NCCL" not in type(g).__name__]
+    _abort_all(nccl)
+    nccl.clear()
+    gc.collect()  # a group in a reference cycle is destroyed now, not after CUDA
 
 
 class Waker:

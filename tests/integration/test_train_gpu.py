@@ -8,6 +8,9 @@ rejoins.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,6 +73,46 @@ def test_nccl_at_world_size_one(
     assert "ready on cuda" in logs, logs
     first, last = info["history"][0]["loss"], info["loss"]
     assert last < first
+
+
+_FIT_THEN_CLOSE = textwrap.dedent(
+    """
+    import sys
+    from distributed import Client, LocalCluster
+    from ft_notebook.cluster import install_plugins
+    from ft_notebook.testing.training import regression_problem
+    from ft_notebook.train import fit
+
+    if __name__ == "__main__":
+        with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as lc:
+            with Client(lc) as client:
+                install_plugins(client)
+                run = fit(epochs=1, cluster=client, store=sys.argv[1], name="exit-check",
+                          **regression_problem(size=256, batch=64))
+                assert run.info()["state"] == "COMPLETED"
+        print("closed")
+    """
+)
+
+
+@pytest.mark.gpu
+def test_gpu_workers_exit_cleanly_right_after_a_run(tmp_path: Path) -> None:
+    """A worker closed just after an NCCL run once died in std::terminate: its
+    communicator was destroyed after the CUDA driver had shut down."""
+    if torch.cuda.device_count() < 1:
+        pytest.skip("needs a CUDA GPU")
+    script = tmp_path / "fit_then_close.py"
+    script.write_text(_FIT_THEN_CLOSE)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "closed" in done.stdout, done.stderr[-3000:]
+    for sign in ("terminate called", "driver shutting down"):
+        assert sign not in done.stderr, done.stderr[-3000:]
 
 
 @pytest.mark.gpu
