@@ -23,6 +23,7 @@ from tornado import web
 
 from ft_notebook.exceptions import ClusterUnreachable, UnsafeName
 from ft_notebook.server._manager import MAX_EVENTS, ApiError, ResilienceManager
+from ft_notebook.server._models import ErrorModel
 
 #: The resource name the server's authorizer sees for every route of this extension.
 AUTH_RESOURCE = "ft_notebook"
@@ -59,7 +60,7 @@ class _Handler(APIHandler):
             error = exc_info[1]
             message = (error.log_message or "") % error.args
             self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps({"message": message, "reason": error.reason}))
+            self.finish(json.dumps(ErrorModel(message, error.reason or "").to_json()))
             return
         super().write_error(status_code, **kwargs)
 

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ft_notebook.events import Health, RunState
+
 
 @dataclass(frozen=True)
 class ClusterModel:
@@ -34,19 +36,51 @@ class ClusterModel:
 
 
 @dataclass(frozen=True)
+class RecoveryModel:
+    """One recovery of a run from a lost or hung worker."""
+
+    #: Wall-clock time the survivors trained again (seconds since the epoch).
+    time: float
+    cause: str
+    #: Seconds from the loss being detected to the first step trained after it.
+    rto_s: float
+    steps_lost: int
+    workers_before: int
+    workers_after: int
+
+
+@dataclass(frozen=True)
 class RunModel:
-    """A training run seen in the journals, with its newest state."""
+    """A training run seen in the journals: its newest state, health and progress."""
 
     name: str
     topic: str
     #: The newest ``run-state-changed`` state; None if the run published none yet.
-    state: str | None
+    state: RunState | None
+    #: The newest ``health-changed`` health (DEGRADED: fewer workers than it had).
+    health: Health | None
     #: Sequence number and time of the run's newest event (0 and 0.0 for none).
     last_seq: int
     updated: float
+    #: From the newest ``progress-reported`` event; None before the first.
+    step: int | None = None
+    total_steps: int | None = None
+    world_size: int | None = None
+    loss: float | None = None
+    #: The newest committed checkpoint: its step and wall-clock time.
+    checkpoint_step: int | None = None
+    checkpoint_time: float | None = None
+    #: The newest recoveries, oldest first (at most :data:`MAX_RECOVERIES`).
+    recoveries: tuple[RecoveryModel, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["recoveries"] = [asdict(r) for r in self.recoveries]
+        return out
+
+
+#: Recoveries a :class:`RunModel` lists; older ones stay in the run's journal.
+MAX_RECOVERIES = 20
 
 
 @dataclass(frozen=True)
@@ -78,6 +112,18 @@ class ChaosResultModel:
     worker: str
     address: str
     pid: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ErrorModel:
+    """The body of every error response (400, 403, 404, 500, 503)."""
+
+    message: str
+    #: The error's class: BadRequest, Refused, NotFound, Unavailable, ...
+    reason: str
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

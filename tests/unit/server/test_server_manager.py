@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -12,6 +13,11 @@ from typing import Any
 import pytest
 
 from ft_notebook.events import (
+    CheckpointCommitted,
+    Health,
+    HealthChanged,
+    RecoveryCompleted,
+    RunProgress,
     RunState,
     RunStateChanged,
     WorkerLost,
@@ -68,6 +74,39 @@ def test_runs_carry_the_newest_state_from_their_journal(isolated_data_dir: Path)
     assert runs["alpha"].topic == run_topic("alpha")
     assert runs["beta"].state is None
     assert runs["beta"].to_json()["last_seq"] == 1
+
+
+def test_runs_carry_health_progress_checkpoint_and_recoveries(isolated_data_dir: Path) -> None:
+    topic = run_topic("gamma")
+    publish(RunStateChanged(RunState.RUNNING, RunState.PENDING), topic)
+    publish(RunProgress(step=10, total_steps=40, epoch=0, world_size=3, loss=0.5), topic)
+    publish(CheckpointCommitted(checkpoint_step=8, nbytes=100), topic)
+    publish(HealthChanged(Health.DEGRADED, Health.HEALTHY), topic)
+    publish(RecoveryCompleted("lost: cpu2", 0.06, 0, 3, 2), topic)
+    publish(RunProgress(step=12, total_steps=40, epoch=0, world_size=2, loss=0.25), topic)
+    [run] = ResilienceManager().runs()
+    assert (run.state, run.health) == (RunState.RUNNING, Health.DEGRADED)
+    assert (run.step, run.total_steps, run.world_size, run.loss) == (12, 40, 2, 0.25)
+    assert run.checkpoint_step == 8
+    assert run.checkpoint_time is not None
+    [recovery] = run.recoveries
+    assert (recovery.cause, recovery.rto_s, recovery.workers_after) == ("lost: cpu2", 0.06, 2)
+    out = json.loads(json.dumps(run.to_json()))
+    assert out["state"] == "RUNNING"
+    assert out["health"] == "DEGRADED"
+    assert out["recoveries"][0]["steps_lost"] == 0
+
+
+def test_a_run_event_of_another_version_is_skipped_not_fatal(isolated_data_dir: Path) -> None:
+    topic = run_topic("delta")
+    publish(RunStateChanged(RunState.RUNNING, RunState.PENDING), topic)
+    journal = next((isolated_data_dir / "journal").glob("*delta*"))
+    line = json.loads(journal.read_text().splitlines()[0])
+    line.update(seq=2, kind="recovery-completed", data={"cause": "x"})  # fields missing
+    with journal.open("a") as f:
+        f.write(json.dumps(line) + "\n")
+    [run] = ResilienceManager().runs()
+    assert (run.state, run.last_seq, run.recoveries) == (RunState.RUNNING, 2, ())
 
 
 def test_runs_skip_journal_files_with_unsafe_names(isolated_data_dir: Path) -> None:
