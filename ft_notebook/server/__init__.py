@@ -7,7 +7,8 @@ Routes, under ``<base_url>/ft-notebook/api/`` (see :data:`ROUTES`):
   scheduler (503 when it does not answer);
 - ``GET runs``: runs seen in the event journals, with their newest state;
 - ``GET events?topic=T&since=N&limit=M``: a topic's events after ``N``, oldest first;
-- ``GET snapshots?notebook=KEY``: the snapshots of one notebook;
+- ``GET snapshots?notebook=KEY`` or ``?path=API_PATH``: the snapshots of one notebook,
+  by its snapshot key or by the path of the open notebook (the key its kernel uses);
 - ``POST chaos`` ``{"cluster", "action": "kill"|"hang"|"resume", "worker"}``:
   refused (403) unless ``ft-notebook.server.chaos-actions`` is true.
 

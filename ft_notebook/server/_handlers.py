@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
@@ -21,6 +22,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from ft_notebook._notebook_key import notebook_key
 from ft_notebook.exceptions import ClusterUnreachable, UnsafeName
 from ft_notebook.server._manager import MAX_EVENTS, ApiError, ResilienceManager
 from ft_notebook.server._models import ErrorModel
@@ -104,9 +106,30 @@ class SnapshotsHandler(_Handler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        notebook = self.get_query_argument("notebook", "")
-        snapshots = await self.call(self.manager.snapshots, notebook)
+        """``?notebook=KEY``, or ``?path=API_PATH`` of an open notebook: the key is made
+        from the file path its kernel sees, as the kernel makes it."""
+        path = self.get_query_argument("path", "")
+        if path:
+            key = notebook_key(self._kernel_file_path(path))
+        else:
+            key = self.get_query_argument("notebook", "")
+        snapshots = await self.call(self.manager.snapshots, key)
         self.reply([s.to_json() for s in snapshots])
+
+    def _kernel_file_path(self, api_path: str) -> str:
+        """What a kernel started for ``api_path`` gets as ``JPY_SESSION_NAME``: the
+        working directory the server gives it, joined with the notebook's name."""
+        parts = api_path.strip("/").split("/")
+        if not api_path.strip("/") or any(p in ("", ".", "..") for p in parts):
+            raise web.HTTPError(
+                400,
+                "%s",
+                f"The notebook path {api_path!r} is not a path inside the server's root, "
+                f"e.g. 'folder/analysis.ipynb'.",
+                reason="BadRequest",
+            )
+        cwd = self.kernel_manager.cwd_for_path(api_path)
+        return os.path.join(cwd, parts[-1])
 
 
 class ChaosHandler(_Handler):

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import xxhash
-
-from ft_notebook._paths import checked_name
+from ft_notebook._notebook_key import notebook_key as key_of_path
 from ft_notebook.session._restore import RestoreReport
 from ft_notebook.session._session import NotebookSession, SnapshotInfo
 
@@ -43,11 +40,7 @@ def snapshot_store() -> CheckpointStore:
 
 def notebook_key(shell: Any) -> str:
     """A name for this notebook's snapshots: from its path when the kernel knows it."""
-    path = shell.user_ns.get("__session__") or os.environ.get("JPY_SESSION_NAME")
-    if not path:
-        return "untitled"
-    stem = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(path).stem)[:60]
-    return checked_name(f"{stem or 'notebook'}-{xxhash.xxh3_64_hexdigest(str(path).encode())[:8]}")
+    return key_of_path(shell.user_ns.get("__session__") or os.environ.get("JPY_SESSION_NAME"))
 
 
 class ShellSnapshots:

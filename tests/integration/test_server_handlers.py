@@ -13,9 +13,11 @@ from jupyter_server.utils import url_path_join
 from tornado.httpclient import HTTPResponse
 from tornado.routing import Router
 
+from ft_notebook._notebook_key import notebook_key
 from ft_notebook.events import WorkerLost, publish, run_topic
 from ft_notebook.server import API_PREFIX, ROUTES
 from ft_notebook.server import _handlers as handlers
+from ft_notebook.store import CheckpointStore
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -104,9 +106,28 @@ async def test_get_routes_answer_json(jp_fetch: Fetch) -> None:
     assert json.loads(snapshots.body) == []
 
 
+async def test_snapshots_of_an_open_notebook_by_its_path(
+    jp_fetch: Fetch, jp_serverapp: Any, jp_root_dir: Path, private_data: Path
+) -> None:
+    """The server finds the snapshots under the key the notebook's kernel uses: the
+    one made from the JPY_SESSION_NAME the server gives a kernel for that notebook."""
+    (jp_root_dir / "sub").mkdir()
+    (jp_root_dir / "sub" / "nb.ipynb").write_text("{}")
+    env = jp_serverapp.session_manager.get_kernel_env("sub/nb.ipynb", "nb.ipynb")
+    key = notebook_key(env["JPY_SESSION_NAME"])
+    with CheckpointStore(private_data / "snapshots", keep=None, publish_events=False) as store:
+        store.save(key, 1, {"x": 1}, metadata={"name": "auto", "cell": 2, "variables": ["x"]})
+    response = await jp_fetch(API_PREFIX, "snapshots", params={"path": "sub/nb.ipynb"})
+    assert [(s["name"], s["cell"]) for s in json.loads(response.body)] == [("auto", 2)]
+    other = await jp_fetch(API_PREFIX, "snapshots", params={"path": "nb.ipynb"})
+    assert json.loads(other.body) == []
+
+
 @pytest.mark.parametrize(
     ("route", "params"),
     [
+        ("snapshots", {"path": "../outside.ipynb"}),
+        ("snapshots", {"path": "a/../../b.ipynb"}),
         ("events", {"topic": "../../etc/passwd"}),
         ("events", {"topic": "ft-notebook.run.a/b"}),
         ("events", {}),
