@@ -1,31 +1,49 @@
 """Settings of ft_notebook, read once into a frozen object.
 
-Defaults live in ``ft_notebook.yaml`` and are registered with ``dask.config`` under
-the key ``ft-notebook``, so users configure ft_notebook the way they configure Dask:
-YAML files, ``dask.config.set`` or environment variables such as
-``DASK_FT_NOTEBOOK__DATA_DIR``. Components call :func:`get_config` where they are
-built, never ``dask.config.get`` in a hot path. Every value is validated here: a bad
-one raises :class:`~ft_notebook.exceptions.ConfigError` naming the key, the value and
-what is allowed.
+Defaults live in ``ft_notebook.yaml`` under the key ``ft-notebook``, and users
+configure ft_notebook the way they configure Dask: YAML files, ``dask.config.set`` or
+environment variables such as ``DASK_FT_NOTEBOOK__DATA_DIR``. Reading them does not
+import Dask (a tenth of a second, more than a notebook restore may take): in a
+process that has not loaded Dask, :mod:`._config_sources` reads the same files and
+variables by Dask's rules; in one that has, ``dask.config`` is read, with the
+defaults registered there (so ``dask.config.set`` then :func:`reload_config` works).
+Components call :func:`get_config` where they are built, never ``dask.config.get`` in
+a hot path. Every value is validated here: a bad one raises
+:class:`~ft_notebook.exceptions.ConfigError` naming the key, the value and what is
+allowed.
 """
 
 from __future__ import annotations
 
 import functools
+import numbers
 import os
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import dask.config
-import yaml
-from dask.utils import parse_timedelta
-
+from ft_notebook import _config_sources
 from ft_notebook.exceptions import ConfigError
 
 _DEFAULTS_FILE = Path(__file__).with_name("ft_notebook.yaml")
-with _DEFAULTS_FILE.open() as _f:
-    dask.config.update_defaults(yaml.safe_load(_f))
+_SECTION = "ft-notebook"
+
+
+def _unit_seconds() -> dict[str, float]:
+    """The units dask.utils.parse_timedelta knows (it lower-cases what it is given)."""
+    units: dict[str, float] = dict(s=1, ms=1e-3, us=1e-6, ns=1e-9, m=60, h=3600, d=86400)
+    units["w"] = 7 * units["d"]
+    for word in ("second", "minute", "hour", "day", "week"):
+        units[word] = units[word + "s"] = units[word[0]]
+    for prefix, short in (("milli", "ms"), ("micro", "us"), ("nano", "ns")):
+        units[prefix + "second"] = units[prefix + "seconds"] = units[short]
+    return units
+
+
+_UNIT_SECONDS = _unit_seconds()
 
 EVENT_TRANSPORTS = ("auto", "local", "dask")
 
@@ -82,30 +100,31 @@ class FTConfig:
 
 
 def load_config() -> FTConfig:
-    """Read and validate the current dask.config into a new :class:`FTConfig`."""
+    """Read and validate the current configuration into a new :class:`FTConfig`."""
+    s = _section()
     return FTConfig(
-        data_dir=_data_dir(_get("data-dir")),
+        data_dir=_data_dir(_get(s, "data-dir")),
         events=EventsConfig(
-            transport=_choice("events.transport", EVENT_TRANSPORTS),
+            transport=_choice(s, "events.transport", EVENT_TRANSPORTS),
         ),
         cluster=ClusterConfig(
-            heartbeat_interval_s=_duration("cluster.heartbeat-interval"),
-            idle_timeout_s=_duration("cluster.idle-timeout"),
-            interface=_optional_str("cluster.interface"),
-            hung_after_s=_duration("cluster.hung-after"),
-            workers=_workers("cluster.workers"),
-            gpus=parse_gpus(_get("cluster.gpus"), key="ft-notebook.cluster.gpus"),
-            port=_port("cluster.port", allow_none=False) or 0,
-            dashboard_port=_port("cluster.dashboard-port", allow_none=True),
-            start_timeout_s=_duration("cluster.start-timeout"),
-            connect_timeout_s=_duration("cluster.connect-timeout"),
+            heartbeat_interval_s=_duration(s, "cluster.heartbeat-interval"),
+            idle_timeout_s=_duration(s, "cluster.idle-timeout"),
+            interface=_optional_str(s, "cluster.interface"),
+            hung_after_s=_duration(s, "cluster.hung-after"),
+            workers=_workers(s, "cluster.workers"),
+            gpus=parse_gpus(_get(s, "cluster.gpus"), key="ft-notebook.cluster.gpus"),
+            port=_port(s, "cluster.port", allow_none=False) or 0,
+            dashboard_port=_port(s, "cluster.dashboard-port", allow_none=True),
+            start_timeout_s=_duration(s, "cluster.start-timeout"),
+            connect_timeout_s=_duration(s, "cluster.connect-timeout"),
         ),
-        server=ServerConfig(chaos_actions=_bool("server.chaos-actions")),
+        server=ServerConfig(chaos_actions=_bool(s, "server.chaos-actions")),
         train=TrainConfig(
-            stall_factor=_positive_number("train.stall-factor"),
-            stall_min_s=_duration("train.stall-min"),
-            first_steps_floor_s=_duration("train.first-steps-floor"),
-            nonfinite_limit=_workers_like("train.nonfinite-limit"),
+            stall_factor=_positive_number(s, "train.stall-factor"),
+            stall_min_s=_duration(s, "train.stall-min"),
+            first_steps_floor_s=_duration(s, "train.first-steps-floor"),
+            nonfinite_limit=_workers_like(s, "train.nonfinite-limit"),
         ),
     )
 
@@ -138,22 +157,49 @@ def cluster_dask_config() -> dict[str, Any]:
     }
 
 
-def _get(key: str) -> Any:
-    return dask.config.get(f"ft-notebook.{key}")
+@functools.lru_cache(maxsize=1)
+def _defaults() -> Mapping[str, Any]:
+    loaded = _config_sources.load_yaml(_DEFAULTS_FILE)
+    assert loaded is not None, f"{_DEFAULTS_FILE} is empty"
+    return loaded
 
 
-def _choice(key: str, allowed: tuple[str, ...]) -> str:
-    value = _get(key)
+def _section() -> dict[str, Any]:
+    """The ``ft-notebook`` settings now: Dask's if this process loaded Dask, else the
+    same files and environment variables read without it."""
+    defaults = _defaults()
+    if "dask" not in sys.modules:
+        merged = _config_sources.collect(defaults)
+    else:
+        import dask.config
+
+        if not any(d is defaults for d in dask.config.defaults):
+            dask.config.update_defaults(defaults)
+        # a dask.config.set that added the section took our defaults with it on exit:
+        # lay Dask's values over the defaults rather than trust they are still there
+        merged = _config_sources.update({}, defaults)
+        _config_sources.update(merged, {_SECTION: dask.config.get(_SECTION, default={})})
+    section = _config_sources.get(merged, _SECTION)
+    assert isinstance(section, dict)
+    return section
+
+
+def _get(section: Mapping[str, Any], key: str) -> Any:
+    return _config_sources.get(section, key)
+
+
+def _choice(section: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str:
+    value = _get(section, key)
     if value not in allowed:
         raise ConfigError(f"ft-notebook.{key}", value, allowed=allowed)
     return str(value)
 
 
-def _duration(key: str) -> float:
-    value = _get(key)
+def _duration(section: Mapping[str, Any], key: str) -> float:
+    value = _get(section, key)
     try:
-        seconds = parse_timedelta(value, default="s")
-    except (TypeError, ValueError, KeyError):
+        seconds = _parse_seconds(value)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
         seconds = None
     if seconds is None or seconds <= 0:
         raise ConfigError(
@@ -162,15 +208,36 @@ def _duration(key: str) -> float:
     return float(seconds)
 
 
-def _bool(key: str) -> bool:
-    value = _get(key)
+def _parse_seconds(value: Any) -> float | None:
+    """``dask.utils.parse_timedelta(value)``, without importing Dask: "500ms", "2
+    minutes", 3 (seconds) or a timedelta; raises what it raises for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    text = str(value) if isinstance(value, numbers.Number) else value
+    text = text.replace(" ", "")
+    if not text[0].isdigit():
+        text = "1" + text
+    unit_at = len(text)
+    while unit_at > 0 and text[unit_at - 1].isalpha():
+        unit_at -= 1
+    unit = text[unit_at:] or "seconds"
+    multiplier = _UNIT_SECONDS.get(unit.lower())
+    if multiplier is None:
+        raise KeyError(f"Invalid time unit: {unit}")
+    return float(text[:unit_at]) * multiplier
+
+
+def _bool(section: Mapping[str, Any], key: str) -> bool:
+    value = _get(section, key)
     if isinstance(value, bool):
         return value
     raise ConfigError(f"ft-notebook.{key}", value, allowed=(True, False))
 
 
-def _optional_str(key: str) -> str | None:
-    value = _get(key)
+def _optional_str(section: Mapping[str, Any], key: str) -> str | None:
+    value = _get(section, key)
     if value is None or isinstance(value, str):
         return value
     raise ConfigError(f"ft-notebook.{key}", value, expected="a string or null")
@@ -208,22 +275,22 @@ def parse_gpus(value: Any, *, key: str = "gpus") -> str | tuple[str, ...]:
     )
 
 
-def _positive_number(key: str) -> float:
-    value = _get(key)
+def _positive_number(section: Mapping[str, Any], key: str) -> float:
+    value = _get(section, key)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         return float(value)
     raise ConfigError(f"ft-notebook.{key}", value, expected="a positive number")
 
 
-def _workers_like(key: str) -> int:
-    value = _get(key)
+def _workers_like(section: Mapping[str, Any], key: str) -> int:
+    value = _get(section, key)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     raise ConfigError(f"ft-notebook.{key}", value, expected="a whole number >= 1")
 
 
-def _workers(key: str) -> int | None:
-    value = _get(key)
+def _workers(section: Mapping[str, Any], key: str) -> int | None:
+    value = _get(section, key)
     if value == "auto":
         return None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
@@ -231,8 +298,8 @@ def _workers(key: str) -> int | None:
     raise ConfigError(f"ft-notebook.{key}", value, expected="'auto' or a whole number >= 1")
 
 
-def _port(key: str, *, allow_none: bool) -> int | None:
-    value = _get(key)
+def _port(section: Mapping[str, Any], key: str, *, allow_none: bool) -> int | None:
+    value = _get(section, key)
     if value is None and allow_none:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 65535:

@@ -95,3 +95,17 @@ def test_chaos_actions_are_off_by_default_and_must_be_a_boolean() -> None:
         pytest.raises(ConfigError, match=r"'yes'; expected one of True, False"),
     ):
         load_config()
+
+
+def test_defaults_hold_when_a_dask_config_set_took_the_section_away(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A dask.config.set that created the section removes all of it on exit, our
+    # registered defaults included; reading must not depend on them being there.
+    key = dask.config.canonical_name("ft-notebook", dask.config.config)
+    monkeypatch.delitem(dask.config.config, key)
+    with dask.config.set({"ft-notebook.cluster.port": 4321}):
+        cfg = load_config()
+    assert cfg.cluster.port == 4321
+    assert cfg.cluster.heartbeat_interval_s == 0.5
+    assert load_config().cluster.port == 0
