@@ -1,0 +1,174 @@
+"""The Resilience sidebar, the status bar item and the commands in a real JupyterLab,
+driven by a real Chromium: the page runs the build just made, lists the user's
+private cluster with a tile per worker, shows a killed worker lost and back, and the
+restore command brings a variable back into a restarted kernel. Screenshots are kept
+(see ``_lab.py``); look at them."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from _lab import KERNEL_IDLE, ROOT, Lab, needs_chromium, open_page, run_lab, screenshot
+
+from ft_notebook.cluster import cluster, down, status
+from ft_notebook.cluster.chaos import kill_worker
+from ft_notebook.testing import poll_for
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
+
+BUILD = ROOT / "ft_notebook" / "labextension"
+SOURCES = ROOT / "labextension" / "src"
+
+#: Runs code in the kernel of the notebook in the main area; resolves to its output.
+RUN_IN_KERNEL = """async (code) => {
+    const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+    const future = k.requestExecute({ code, store_history: false });
+    let out = '';
+    future.onIOPub = (msg) => {
+        const c = msg.content;
+        if (msg.header.msg_type === 'stream') { out += c.text; }
+        if (msg.header.msg_type === 'error') { out += c.ename + ': ' + c.evalue; }
+    };
+    await future.done;
+    return out;
+}"""
+
+
+def _notebook(root: Path, name: str, cells: list[str]) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, root / name)
+
+
+@pytest.fixture
+def lab(tmp_path: Path, ft_data_dir: Path) -> Iterator[Lab]:
+    """JupyterLab over an empty folder; it and its kernels use the tests' data folder
+    (cluster registry, journals, snapshots)."""
+    root = tmp_path / "notebooks"
+    root.mkdir()
+    with run_lab(root, tmp_path, {"DASK_FT_NOTEBOOK__DATA_DIR": str(ft_data_dir)}) as server:
+        yield server
+
+
+@pytest.fixture
+def private_pair(ft_data_dir: Path) -> Iterator[tuple[str, Any]]:
+    """The user's private cluster (in the tests' data folder) with 2 workers."""
+    name = f"t-lab-{uuid.uuid4().hex[:6]}"
+    client = cluster(name=name, workers=2, set_as_default=False)
+    try:
+        yield name, client
+    finally:
+        client.close()
+        down(name)
+
+
+def test_the_page_runs_the_extension_just_built(lab: Lab) -> None:
+    """An editable install copies the build once; a stale copy must not pass: the
+    page must load the remote entry of the build in this checkout, made after the
+    last change to the sources."""
+    built = json.loads((BUILD / "package.json").read_text())["jupyterlab"]["_build"]["load"]
+    entry = BUILD / built
+    newest_source = max(p.stat().st_mtime for p in SOURCES.rglob("*.ts"))
+    assert entry.stat().st_mtime >= newest_source, (
+        f"{entry} is older than the sources in {SOURCES}: run `make labextension`"
+    )
+    with open_page(lab, "lab?reset", "labextension-build") as page:
+        loaded = page.evaluate("() => performance.getEntriesByType('resource').map((e) => e.name)")
+        page.wait_for_selector("#ft-notebook-panel", state="attached", timeout=30_000)
+    ours = [u for u in loaded if "/ft-notebook-labextension/" in u and "remoteEntry" in u]
+    assert [u.split("?")[0].rsplit("/", 1)[-1] for u in ours] == [entry.name], ours
+
+
+def test_the_panel_and_status_bar_follow_a_killed_worker(
+    lab: Lab, private_pair: tuple[str, Any]
+) -> None:
+    name, client = private_pair
+    workers = sorted(w.name for w in status(client))
+    assert len(workers) == 2, workers
+    victim = workers[-1]
+    tile = f'.jp-ft-cluster[data-cluster="{name}"] .jp-ft-tile[data-worker="{victim}"]'
+    states: list[str] = []
+    healthy_seen: list[str] = []
+    with open_page(lab, "lab?reset", "labextension-panel") as page:
+        page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:open-panel')")
+        page.wait_for_selector(f'.jp-ft-cluster[data-cluster="{name}"] .jp-ft-tile', timeout=30_000)
+        page.wait_for_function(
+            "document.querySelector('.jp-ft-status')?.dataset.healthy === '2'", timeout=30_000
+        )
+        screenshot(page, "labextension-1-healthy")
+        kill_worker(client, victim)
+        killed_at = time.monotonic()
+        lost_after = None
+        deadline = killed_at + 90
+        while time.monotonic() < deadline:
+            state, healthy = page.evaluate(
+                f"""() => [document.querySelector('{tile}')?.dataset.state,
+                           document.querySelector('.jp-ft-status')?.dataset.healthy]"""
+            )
+            if state and (not states or states[-1] != state):
+                states.append(state)
+                if state == "lost" and lost_after is None:
+                    lost_after = time.monotonic() - killed_at
+                    screenshot(page, "labextension-2-lost")
+            if healthy and (not healthy_seen or healthy_seen[-1] != healthy):
+                healthy_seen.append(healthy)
+            if "lost" in states and states[-1] == "running" and healthy == "2":
+                break
+            time.sleep(0.05)
+        screenshot(page, "labextension-3-back")
+        status_text = page.inner_text(".jp-ft-status")
+    assert "lost" in states, states
+    assert states[-1] == "running", states
+    # the poll period is 2 s; the scheduler notices the death at once (closed connection)
+    assert lost_after is not None
+    assert lost_after < 5.0, lost_after
+    assert "1" in healthy_seen, healthy_seen
+    assert healthy_seen[-1] == "2", healthy_seen
+    assert "2/2" in status_text, status_text
+
+
+def _snapshots(lab: Lab, notebook: str) -> list[dict[str, Any]]:
+    url = lab.url(f"ft-notebook/api/snapshots?path={urllib.parse.quote(notebook)}")
+    with urllib.request.urlopen(url, timeout=10) as r:
+        rows: list[dict[str, Any]] = json.load(r)
+    return rows
+
+
+def test_the_restore_command_brings_a_variable_back_into_a_restarted_kernel(
+    lab: Lab, tmp_path: Path
+) -> None:
+    _notebook(tmp_path / "notebooks", "restore.ipynb", ["secret = 6 * 7"])
+    with open_page(lab, "lab/tree/restore.ipynb?reset", "labextension-restore") as page:
+        page.wait_for_function(KERNEL_IDLE, timeout=90_000)
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        assert page.evaluate(RUN_IN_KERNEL, "print(secret)").strip() == "42"
+        page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:snapshot')")
+        # the server finds the snapshot under the notebook's path, as the panel asks
+        poll_for(lambda: _snapshots(lab, "restore.ipynb"), timeout=30, what="the snapshot")
+        page.evaluate(
+            "() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()"
+        )
+        page.wait_for_function(KERNEL_IDLE, timeout=90_000)
+        assert "NameError" in page.evaluate(RUN_IN_KERNEL, "print(secret)")
+        page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:restore')")
+        restored = poll_for(
+            lambda: (out := page.evaluate(RUN_IN_KERNEL, "print(secret)").strip()) == "42" and out,
+            timeout=30,
+            what="secret restored",
+        )
+        screenshot(page, "labextension-4-restored")
+    assert restored == "42"
