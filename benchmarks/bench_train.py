@@ -149,6 +149,9 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
         points = [
             (h["step"], h["time"]) for h in info["history"] if h["world_size"] == args.workers
         ]
+        for line in "\n".join(run.logs().values()).splitlines():
+            if "training paused" in line:  # what a checkpoint held training up
+                log(f"    {line}")
         rate, s0, s1 = steady_rate(points, args.warmup, args.batch)
         log(
             f"  ft (checkpoint_every={checkpoint_every}): {rate:.0f} samples/s, steps {s0}-{s1}, "
@@ -196,12 +199,15 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
         "torchrun": torchrun_arm,
         "ft-ckpt": lambda: ft_arm(checkpoint_every=50),
     }
+    arms = {k: v for k, v in arms.items() if k in args.arms.split(",")}
     results: dict[str, list[dict[str, float]]] = {k: [] for k in arms}
     for pair in range(args.pairs):
         log(f"throughput round {pair + 1}/{args.pairs}")
         for key, arm in arms.items():
             results[key].append(arm())
 
+    if set(arms) != {"ft", "torchrun", "ft-ckpt"}:
+        return []  # rows need all three arms; the rates are in the log
     ref = results["torchrun"]
     med_ref = statistics.median(r["rate"] for r in ref)
 
@@ -546,6 +552,9 @@ def main() -> None:
         "--device", default="cpu", help="throughput: 'cpu', or 'cuda' (one GPU per worker)"
     )
     parser.add_argument("--amp", action="store_true", help="throughput: bf16 autocast (cuda)")
+    parser.add_argument(
+        "--arms", default="ft,torchrun,ft-ckpt", help="throughput arms (rows need all three)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.pairs, args.rto_runs, args.hang_runs = 3, 3, 2

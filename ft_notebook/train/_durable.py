@@ -23,6 +23,8 @@ class DurableCheckpoints:
         self._pending: Any = None  # the SaveHandle of the newest save
         self.failures = 0
         self.retry_at = 0  # the first step at which to try again after failures
+        #: Seconds the newest save held up training (copying the state to host memory).
+        self.last_stall_s = 0.0
 
     def store(self) -> Any:
         """The store (opened on first use; raises StoreError if it cannot be), or None."""
@@ -41,6 +43,7 @@ class DurableCheckpoints:
     ) -> tuple[int | None, BaseException | None]:
         """Start the save of ``step`` if one is due; returns (the step of an earlier
         save that has committed since, the error of one that failed)."""
+        self.last_stall_s = 0.0
         if step < self.retry_at:
             return None, None
         committed = None
@@ -57,6 +60,7 @@ class DurableCheckpoints:
                     return None, self.failed(step, error)
                 committed, self.failures = previous.step, 0
             self._pending = store.save_async(self.run, step, state(), metadata)
+            self.last_stall_s = self._pending.stall_s
         except Exception as e:  # the store cannot be opened or written: training goes on
             return committed, self.failed(step, e)
         return committed, None

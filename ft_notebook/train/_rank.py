@@ -483,6 +483,11 @@ class RankActor(threading.Thread):
     def _checkpoint(self) -> None:
         """An asynchronous durable checkpoint; a failing store only delays the next."""
         committed, error = self.durable.save(self.step, self.trainer.state, self._metadata())
+        if self.durable.last_stall_s > _STALL_WORTH_LOGGING_S:  # e.g. pinned buffers allocated
+            self.log(
+                f"checkpoint at step {self.step}: training paused "
+                f"{self.durable.last_stall_s:.3f} s to copy the state"
+            )
         if committed is not None:
             self.report("checkpoint", checkpoint_step=committed)
         if error is not None:
@@ -540,6 +545,10 @@ class RankActor(threading.Thread):
                 loss=self._last_loss,
             )
         self.log(f"finished at step {self.step}")
+
+
+#: A checkpoint that holds up training longer than this says so in the rank's log.
+_STALL_WORTH_LOGGING_S = 0.05
 
 
 def _device(setting: str) -> Any:

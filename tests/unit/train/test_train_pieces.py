@@ -154,3 +154,17 @@ def test_a_run_name_used_again_gets_fresh_rendezvous_prefixes() -> None:
     plans = [Plan("same", 1, ("a",), ("h", 1), incarnation=r.incarnation) for r in (first, second)]
     assert plans[0].prefix != plans[1].prefix  # old keys in the store are never met
     assert plans[0].prefix.startswith("ft/same/")
+
+
+def test_a_durable_save_tells_how_long_it_held_up_training(tmp_path: Any) -> None:
+    from ft_notebook.train._durable import DurableCheckpoints
+
+    durable = DurableCheckpoints(str(tmp_path), keep=2, run="r", every=10)
+    state = {"w": torch.randn(1 << 20)}
+    committed, error = durable.save(10, lambda: state, {})
+    assert (committed, error) == (None, None)
+    assert durable.last_stall_s > 0.0
+    durable.retry_at = 100  # backing off after failures: no save, so no pause either
+    durable.save(20, lambda: state, {})
+    assert durable.last_stall_s == 0.0
+    durable.close()
