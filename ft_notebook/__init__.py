@@ -1,7 +1,8 @@
 """ft_notebook: fault tolerance for training and serving from Jupyter notebooks.
 
 Importing the package is cheap: torch, Dask and distributed load on first use of a
-feature that needs them.
+feature that needs them, and so do the events (``%load_ext ft_notebook`` followed by
+``%ft restore`` in a fresh kernel must beat re-running a small notebook).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import typing
 # `cluster` the function shadows the subpackage of that name on this module: inside
 # the package, import from ft_notebook.cluster (`from ft_notebook.cluster import x`).
 from ft_notebook.cluster import cluster, clusters, down
-from ft_notebook.events import Event, Health, RunState, history, publish, subscribe
 from ft_notebook.exceptions import (
     CheckpointCorrupt,
     CheckpointExists,
@@ -32,6 +32,7 @@ from ft_notebook.exceptions import (
 )
 
 if typing.TYPE_CHECKING:
+    from ft_notebook.events import Event, Health, RunState, history, publish, subscribe
     from ft_notebook.store import CheckpointStore
     from ft_notebook.train import Run, fit, runs
     from ft_notebook.widgets import dashboard
@@ -108,8 +109,16 @@ def attach(target: typing.Any, **kwargs: typing.Any) -> typing.Any:
     return attach_cluster(target, **kwargs)
 
 
+_FROM_EVENTS = frozenset({"Event", "Health", "RunState", "history", "publish", "subscribe"})
+
+
 def __getattr__(name: str) -> object:
-    # The store and training load numpy and fsspec: on first use, not on import.
+    # The store and training load numpy and fsspec, the events a dozen dataclasses:
+    # on first use, not on import.
+    if name in _FROM_EVENTS:
+        import ft_notebook.events as events
+
+        return getattr(events, name)
     if name == "CheckpointStore":
         from ft_notebook.store import CheckpointStore
 

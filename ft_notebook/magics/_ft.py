@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -18,7 +18,9 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from ft_notebook.exceptions import FTError
 from ft_notebook.magics import _render
 from ft_notebook.magics._cluster import add_parsers as add_cluster_parsers
-from ft_notebook.session import ShellSnapshots
+
+if TYPE_CHECKING:
+    from ft_notebook.session import ShellSnapshots
 
 Handler = Callable[[argparse.Namespace, "str | None"], Any]
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ft_notebook.session import RestoreReport, SnapshotInfo, TransactionOutcome
+if TYPE_CHECKING:
+    from ft_notebook.session import RestoreReport, SnapshotInfo, TransactionOutcome
 
 
 def size(n: float) -> str:

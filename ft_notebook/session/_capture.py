@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ft_notebook.session._namespace import describe
-from ft_notebook.session._objects import BufferRecord, chunk_size, digest_of, pickle_variable
+from ft_notebook.session._objects import BufferRecord, chunk_size, digest_of
 
 # Values of these types are immutable: the same object means the same value.
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range)
@@ -177,6 +177,10 @@ class Capturer:
         buffer_data: dict[str, memoryview],
         cell: int,
     ) -> tuple[VarEntry, bytes | None]:
+        # cloudpickle and numpy load with the first snapshot, not with %load_ext: a
+        # kernel that only restores never needs them for its own sake
+        from ft_notebook.session._pickler import pickle_variable
+
         type_name = f"{type(value).__module__}.{type(value).__qualname__}"
         try:
             pickled = pickle_variable(name, value, named, buffer_data)

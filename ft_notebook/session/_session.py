@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook._paths import checked_name
-from ft_notebook.events import SnapshotCommitted, publish, session_topic
 from ft_notebook.exceptions import CheckpointNotFound, SnapshotError, StoreError
 from ft_notebook.session._capture import Capturer, VarEntry, versions
 from ft_notebook.session._namespace import capture_rng, imported_modules, user_variables
@@ -121,6 +120,9 @@ class NotebookSession:
         replayed = tuple(n for n, e in capture.entries.items() if e.how != "pickle")
         # kept by replay, but the cell that made them was never seen: they cannot come back
         lost = tuple(n for n in replayed if capture.entries[n].cell not in self._cells)
+        # events load with the first snapshot: a kernel that only restores never needs them
+        from ft_notebook.events import SnapshotCommitted, publish, session_topic
+
         announce = SnapshotCommitted(label, written, len(capture.entries), lost)
         self._step = step
 

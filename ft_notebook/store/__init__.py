@@ -32,15 +32,8 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ft_notebook.events import (
-    CheckpointCommitted,
-    CheckpointSkipped,
-    EventPayload,
-    publish,
-    run_topic,
-)
 from ft_notebook.exceptions import CheckpointCorrupt, CheckpointNotFound, StoreError
 from ft_notebook.store import _errors
 from ft_notebook.store._async import AsyncWriter, SaveHandle, SaveState
@@ -61,6 +54,9 @@ from ft_notebook.store._staging import StagingPool
 from ft_notebook.store._tensors import Stage
 from ft_notebook.store._types import Checkpoint, CheckpointInfo
 from ft_notebook.store._values import encode
+
+if TYPE_CHECKING:
+    from ft_notebook.events import EventPayload
 
 __all__ = ["Checkpoint", "CheckpointInfo", "CheckpointStore", "SaveHandle", "SaveState"]
 
@@ -416,6 +412,8 @@ class CheckpointStore:
             self._retention.mark_good(loc.url, job.run, job.step, manifest.digest)
             self._retention.after_commit(loc, job.run)
         assert manifest is not None  # there is always a location
+        from ft_notebook.events import CheckpointCommitted
+
         self._publish(CheckpointCommitted(job.step, manifest.nbytes, self.url), job.run, job.step)
         return describe(manifest, self.url)
 
@@ -441,11 +439,17 @@ class CheckpointStore:
         return None, reasons
 
     def _skipped(self, run: str, skipped: Sequence[tuple[int, str]], used: int | None) -> None:
+        from ft_notebook.events import CheckpointSkipped
+
         for step, why in skipped:
             logger.warning("run %r: checkpoint %d skipped (%s); using %s", run, step, why, used)
             self._publish(CheckpointSkipped(step, why, used, self.url), run, step)
 
     def _publish(self, payload: EventPayload, run: str, step: int) -> None:
+        # events (and what they load) are imported by the first checkpoint written, not
+        # by opening a store: a notebook restore in a fresh kernel never needs them
+        from ft_notebook.events import publish, run_topic
+
         if not self._publish_events:
             return
         try:

@@ -1,0 +1,76 @@
+"""``%load_ext ft_notebook`` and ``%ft restore`` load only what the restore needs.
+
+A restore in a fresh kernel must beat re-running a small notebook; Dask alone takes
+about 0.1 s to import, torch more. Each step runs in a fresh interpreter, through a
+real IPython shell, as a kernel would run it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HEAVY = ("dask", "distributed", "torch", "bokeh", "ipywidgets", "jupyter_server", "fsspec")
+
+_SHELL = """
+import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+heavy = {heavy!r}
+
+def loaded():
+    return sorted({{m.split(".")[0] for m in sys.modules}} & set(heavy))
+
+def run(cell):
+    result = shell.run_cell(cell)
+    assert result.success, (cell, result.error_in_exec or result.error_before_exec)
+
+report = {{}}
+for step, cells in {steps!r}:
+    for cell in cells:
+        run(cell)
+    report[step] = loaded()
+report["table"] = repr(shell.user_ns.get("table"))
+report["twice(21)"] = shell.user_ns["twice"](21) if "twice" in shell.user_ns else None
+print(json.dumps(report))
+"""
+
+
+def _shell(tmp_path: Path, steps: list[tuple[str, list[str]]]) -> dict[str, object]:
+    env = dict(
+        os.environ,
+        DASK_FT_NOTEBOOK__DATA_DIR=str(tmp_path / "data"),
+        IPYTHONDIR=str(tmp_path / "ipython"),
+        JPY_SESSION_NAME=str(tmp_path / "nb.ipynb"),
+    )
+    env.pop("DASK_INTERNAL_INHERIT_CONFIG", None)
+    code = _SHELL.format(heavy=HEAVY, steps=steps)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    report: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return report
+
+
+def test_load_ext_and_restore_import_no_dask_torch_or_server(tmp_path: Path) -> None:
+    saved = _shell(
+        tmp_path,
+        [
+            ("load_ext", ["%load_ext ft_notebook"]),
+            ("save", ["table = {'a': [1, 2, 3]}\ntwice = lambda v: v * 2", "%ft save"]),
+        ],
+    )
+    assert saved["load_ext"] == []
+    restored = _shell(
+        tmp_path,
+        [("load_ext", ["%load_ext ft_notebook"]), ("restore", ["%ft restore"])],
+    )
+    assert restored["load_ext"] == [], "%load_ext ft_notebook imported these"
+    assert restored["restore"] == [], "%ft restore imported these"
+    # and it did restore, with what it loaded on demand (cloudpickle for the lambda)
+    assert restored["table"] == "{'a': [1, 2, 3]}"
+    assert restored["twice(21)"] == 42
