@@ -4,7 +4,10 @@ Saves go through the :class:`~ft_notebook.store.CheckpointStore` asynchronously
 (``save_async`` copies the state, a background thread commits it). A store that
 fails, full or unwritable, never stops training: the next saves are spaced out
 (exponential backoff in multiples of ``checkpoint_every``, at most 16) and the run
-shows its checkpoints as lagging until one commits again.
+shows its checkpoints as lagging until one commits again. While a save is still
+being written, a newer one is not started: its copy would need a second set of host
+buffers (measured on an H200: 0.33 s of training lost per 1.6 GB state for fresh
+pinned memory) only to be superseded; the next due step tries again.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ft_notebook.exceptions import CheckpointExists, CheckpointNotFound
+
+#: Due saves in a row deferred behind one still being written before it counts as lagging.
+_DEFERRALS_BEFORE_LAGGING = 3
 
 
 class DurableCheckpoints:
@@ -25,6 +31,9 @@ class DurableCheckpoints:
         self.retry_at = 0  # the first step at which to try again after failures
         #: Seconds the newest save held up training (copying the state to host memory).
         self.last_stall_s = 0.0
+        #: Due saves not started because the one before was still being written.
+        self.deferred = 0
+        self._deferred_in_a_row = 0
 
     def store(self) -> Any:
         """The store (opened on first use; raises StoreError if it cannot be), or None."""
@@ -36,7 +45,8 @@ class DurableCheckpoints:
 
     @property
     def lagging(self) -> bool:
-        return self.failures > 0
+        # a save that outlasts several intervals (a hung store) lags as a failing one does
+        return self.failures > 0 or self._deferred_in_a_row >= _DEFERRALS_BEFORE_LAGGING
 
     def save(
         self, step: int, state: Callable[[], Any], metadata: dict[str, Any]
@@ -51,8 +61,13 @@ class DurableCheckpoints:
             store = self.store()
             if store is None:
                 return None, None
-            previous = self._pending  # a save still queued is superseded by this one
-            if previous is not None and previous.done():
+            previous = self._pending
+            if previous is not None and not previous.done():
+                self.deferred += 1
+                self._deferred_in_a_row += 1
+                return None, None
+            self._deferred_in_a_row = 0
+            if previous is not None:
                 self._pending = None
                 error = previous.exception()
                 # a step a lost rank 0 had already checkpointed is as good as committed

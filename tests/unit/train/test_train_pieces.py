@@ -168,3 +168,29 @@ def test_a_durable_save_tells_how_long_it_held_up_training(tmp_path: Any) -> Non
     durable.save(20, lambda: state, {})
     assert durable.last_stall_s == 0.0
     durable.close()
+
+
+def test_a_save_due_while_the_last_is_still_written_waits_for_the_next_turn(
+    tmp_path: Any,
+) -> None:
+    from ft_notebook.train._durable import DurableCheckpoints
+
+    durable = DurableCheckpoints(str(tmp_path), keep=2, run="r", every=10)
+    big = {"w": torch.randn(64 << 20)}  # 256 MB: still being written just after
+    durable.save(10, lambda: big, {})
+    copies: list[int] = []
+
+    def state() -> dict[str, Any]:
+        copies.append(1)
+        return big
+
+    assert durable.save(20, state, {}) == (None, None)
+    assert (durable.deferred, copies) == (1, [])  # not even copied
+    for step in (30, 40):
+        durable.save(step, state, {})
+    assert durable.lagging  # three due saves in a row behind the first
+    durable.close()  # waits for the first to commit
+    committed, error = durable.save(50, state, {})
+    assert (committed, error, copies) == (10, None, [1])
+    assert not durable.lagging
+    durable.close()
