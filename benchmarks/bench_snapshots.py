@@ -7,17 +7,24 @@ temporary file then renamed, so a failed dump keeps the last good one), and Kish
 (``init_kishu``). The kernel is then SIGKILLed, a fresh one restores, and every
 variable is compared by content hash with its value before the kill.
 
+ft_notebook's bytecode is compiled before the kernels start, as ``pip install``
+does: where ``PYTHONDONTWRITEBYTECODE`` is set (this project's machines), a kernel
+would otherwise compile every ft_notebook module it imports, some 50 ms of each
+restore that an installed package never pays (``--no-compile`` leaves it out).
+
 Bytes written are the kernel process's ``write_bytes`` (/proc/PID/io); pauses are a
 cell's round trip minus the same cell's in the no-snapshot arm. ft writes auto
 snapshots in the background: the harness waits for that writing after each cell
 (outside the cell's time), so its bytes count with the cell that caused them.
 
     .venv/bin/python benchmarks/bench_snapshots.py [etl training awkward] [--arms ft,dill,kishu]
+        [--no-compile]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import statistics
 import sys
@@ -166,7 +173,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("notebooks", nargs="*", default=list(NOTEBOOKS))
     parser.add_argument("--arms", default="ft,dill,kishu")
+    parser.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="leave ft_notebook's bytecode as it is (where PYTHONDONTWRITEBYTECODE is set "
+        "and nothing compiled it, the kernels compile each module they import)",
+    )
     args = parser.parse_args()
+    if not args.no_compile:
+        import ft_notebook
+
+        compileall.compile_dir(Path(ft_notebook.__file__).parent, quiet=1)
     arms = ["none", *args.arms.split(",")]
     root = Path(tempfile.mkdtemp(prefix="ft-bench-snapshots-"))
     os.environ.setdefault("KISHU_PATH_ROOT", str(root / "kishu-driver"))
