@@ -3,6 +3,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    environment: 'node'
+    // the renderers build real DOM nodes
+    environment: 'jsdom'
   }
 });
