@@ -1,0 +1,105 @@
+/**
+ * What the UI shows, fetched in one go: clusters with their workers, runs, and the
+ * snapshots of the active notebook.
+ *
+ * Failures are kept where they happen: a cluster whose scheduler does not answer
+ * carries its own error (the other clusters still show), and so do the snapshots. Only
+ * when `clusters` or `runs` fail does the whole fetch fail, which makes the poller back
+ * off.
+ */
+import { ApiError, FtApi } from './api';
+import type { ClusterModel, RunModel, SnapshotModel, WorkerStatus } from './models';
+import type { IPollResult } from './poll';
+
+/** One cluster and its workers, or why its workers could not be listed. */
+export interface IClusterView {
+  cluster: ClusterModel;
+  /** Null when the `workers` call failed; see `error`. */
+  workers: WorkerStatus[] | null;
+  error: ApiError | null;
+}
+
+/** The snapshots of the active notebook, or why they could not be listed. */
+export interface ISnapshotsView {
+  /** The notebook's API path, e.g. `work/analysis.ipynb`. */
+  path: string;
+  snapshots: SnapshotModel[] | null;
+  error: ApiError | null;
+}
+
+/** Everything one poll fetched. */
+export interface IResilience {
+  clusters: IClusterView[];
+  runs: RunModel[];
+  /** Null when no notebook is open. */
+  snapshots: ISnapshotsView | null;
+}
+
+/** What the renderers get: the newest data and the newest error, if any. */
+export interface IViewState {
+  /** The newest data fetched; null before the first success. */
+  data: IResilience | null;
+  /** The error of the newest poll, or null when it succeeded. */
+  error: ApiError | null;
+  /** Wait before the next poll (ms), to tell the user when it retries. */
+  retryInMs: number;
+}
+
+/** The view state before anything was fetched. */
+export const LOADING: IViewState = { data: null, error: null, retryInMs: 0 };
+
+/**
+ * Fetch clusters, their workers, runs and the active notebook's snapshots.
+ *
+ * @param notebookPath - API path of the active notebook, or null when there is none
+ * @throws ApiError when `clusters` or `runs` fail
+ */
+export async function fetchResilience(
+  api: FtApi,
+  notebookPath: string | null
+): Promise<IResilience> {
+  const [clusters, runs, snapshots] = await Promise.all([
+    api.clusters(),
+    api.runs(),
+    notebookPath === null ? null : fetchSnapshots(api, notebookPath)
+  ]);
+  const views = await Promise.all(clusters.map(cluster => fetchCluster(api, cluster)));
+  return { clusters: views, runs, snapshots };
+}
+
+async function fetchCluster(api: FtApi, cluster: ClusterModel): Promise<IClusterView> {
+  try {
+    return { cluster, workers: await api.workers(cluster.name), error: null };
+  } catch (error) {
+    return { cluster, workers: null, error: asApiError(error) };
+  }
+}
+
+async function fetchSnapshots(api: FtApi, path: string): Promise<ISnapshotsView> {
+  try {
+    return { path, snapshots: await api.snapshots(path), error: null };
+  } catch (error) {
+    return { path, snapshots: null, error: asApiError(error) };
+  }
+}
+
+/** Any thrown value as an `ApiError`, so the UI has one shape to show. */
+export function asApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) {
+    return error;
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return new ApiError('http', `${message}. See the browser console for details.`);
+}
+
+/** The view state for a poll result (or for none yet). */
+export function viewStateOf(result: IPollResult<IResilience> | null): IViewState {
+  if (result === null) {
+    return LOADING;
+  }
+  return {
+    data: result.value,
+    error: result.error === null ? null : asApiError(result.error),
+    retryInMs: result.nextDelay
+  };
+}
