@@ -1,0 +1,80 @@
+/**
+ * The whole panel content as a pure function of the view state: the same state always
+ * gives the same DOM, so tests render it without JupyterLab.
+ *
+ * The panel is never empty: before data, without the server extension, after an error
+ * and when nothing runs it shows a `.jp-ft-message` whose `data-kind` says which.
+ */
+import type { ApiError } from '../api';
+import type { IViewState } from '../state';
+import { renderCluster } from './clusters';
+import { h } from './dom';
+import { renderRun } from './runs';
+import { ISnapshotActions, renderSnapshots } from './snapshots';
+
+/** `data-kind` of the panel's message. */
+export type MessageKind = 'loading' | 'no-server' | 'empty' | 'error';
+
+/** What the panel's buttons do. */
+export interface IPanelActions extends ISnapshotActions {
+  openDashboard(run: string): void;
+}
+
+/** The text users see when no cluster and no run is there. */
+export const EMPTY_MESSAGE =
+  'No cluster or run is running. Start one in a notebook: `ft.cluster()` starts a ' +
+  'cluster, `ft.fit(...)` a fault-tolerant training run.';
+
+/** The panel's children for `view` at time `nowMs`. */
+export function renderPanel(view: IViewState, nowMs: number, actions: IPanelActions): HTMLElement {
+  const root = h('div', { class: 'jp-ft-content' });
+  if (view.error?.kind === 'server-extension-missing') {
+    root.append(renderMessage('no-server', view.error.message));
+    return root;
+  }
+  if (view.error !== null) {
+    root.append(renderMessage('error', errorText(view.error, view.retryInMs)));
+  }
+  const data = view.data;
+  if (data === null) {
+    if (view.error === null) {
+      root.append(renderMessage('loading', 'Loading clusters and runs…'));
+    }
+    return root;
+  }
+  if (data.clusters.length === 0 && data.runs.length === 0) {
+    root.append(renderMessage('empty', EMPTY_MESSAGE));
+  }
+  if (data.clusters.length > 0) {
+    root.append(
+      h(
+        'div',
+        { class: 'jp-ft-clusters' },
+        h('div', { class: 'jp-ft-section-title' }, 'Clusters'),
+        ...data.clusters.map(renderCluster)
+      )
+    );
+  }
+  if (data.runs.length > 0) {
+    root.append(
+      h(
+        'div',
+        { class: 'jp-ft-runs' },
+        h('div', { class: 'jp-ft-section-title' }, 'Runs'),
+        ...data.runs.map(run => renderRun(run, nowMs, actions.openDashboard))
+      )
+    );
+  }
+  root.append(renderSnapshots(data.snapshots, nowMs, actions));
+  return root;
+}
+
+/** A `.jp-ft-message` of `kind`. */
+export function renderMessage(kind: MessageKind, text: string): HTMLElement {
+  return h('div', { class: 'jp-ft-message', 'data-kind': kind, role: 'status' }, text);
+}
+
+function errorText(error: ApiError, retryInMs: number): string {
+  const retry = retryInMs > 0 ? ` Retrying in ${Math.round(retryInMs / 1000)} s.` : '';
+  return `Could not fetch the fault-tolerance status: ${error.message}${retry}`;
+}

@@ -1,0 +1,131 @@
+/**
+ * Training runs as rows: state and health badges, progress, loss, the age of the
+ * newest checkpoint (kept current every second by `updateAges`, without refetching)
+ * and every recovery with its cause, RTO and steps lost.
+ */
+import { formatAge, formatLoss, formatRto, secondsSince } from '../format';
+import type { RecoveryModel, RunModel } from '../models';
+import { button, h, modClass } from './dom';
+
+/** `data-state` / `data-health` of a run the journals gave no value for yet. */
+export const UNKNOWN = 'UNKNOWN';
+
+/** One `.jp-ft-run`; its Dashboard button calls `openDashboard(run.name)`. */
+export function renderRun(
+  run: RunModel,
+  nowMs: number,
+  openDashboard: (run: string) => void
+): HTMLElement {
+  const state = run.state ?? UNKNOWN;
+  const health = run.health ?? UNKNOWN;
+  return h(
+    'section',
+    {
+      class: `jp-ft-run ${modClass(state)}`,
+      'data-run': run.name,
+      'data-state': state,
+      'data-health': health
+    },
+    h(
+      'div',
+      { class: 'jp-ft-run-header' },
+      h('span', { class: 'jp-ft-run-name' }, run.name),
+      h('span', { class: `jp-ft-badge jp-ft-run-state ${modClass(state)}` }, state),
+      h('span', { class: `jp-ft-badge jp-ft-run-health ${modClass(health)}` }, health),
+      button('Dashboard', 'jp-ft-dashboard', () => openDashboard(run.name))
+    ),
+    h(
+      'div',
+      { class: 'jp-ft-run-stats' },
+      h('span', { class: 'jp-ft-run-progress' }, progressText(run)),
+      run.world_size !== null &&
+        h('span', { class: 'jp-ft-run-world' }, `${run.world_size} worker(s)`),
+      h('span', { class: 'jp-ft-run-loss' }, `loss ${formatLoss(run.loss)}`),
+      renderCheckpointAge(run, nowMs)
+    ),
+    progressBar(run),
+    run.recoveries.length > 0 &&
+      h('ul', { class: 'jp-ft-recoveries' }, ...run.recoveries.map(renderRecovery))
+  );
+}
+
+/** `step 120/1000`, `step 120` without a total, `not started` before the first step. */
+export function progressText(run: RunModel): string {
+  if (run.step === null) {
+    return 'not started';
+  }
+  return run.total_steps === null ? `step ${run.step}` : `step ${run.step}/${run.total_steps}`;
+}
+
+function progressBar(run: RunModel): HTMLElement | null {
+  if (run.step === null || !run.total_steps) {
+    return null;
+  }
+  const bar = h('progress', {
+    class: 'jp-ft-run-bar',
+    max: run.total_steps,
+    value: Math.min(run.step, run.total_steps)
+  });
+  return bar;
+}
+
+/**
+ * `.jp-ft-ckpt-age` with the checkpoint's time in `data-time` (epoch seconds) so
+ * `updateAges` can refresh its text every second.
+ */
+export function renderCheckpointAge(run: RunModel, nowMs: number): HTMLElement {
+  return h(
+    'span',
+    {
+      class: 'jp-ft-ckpt-age',
+      'data-time': run.checkpoint_time,
+      'data-step': run.checkpoint_step
+    },
+    checkpointText(run.checkpoint_time, run.checkpoint_step, nowMs)
+  );
+}
+
+/** `ckpt 12 s ago (step 100)`, or `no checkpoint yet`. */
+export function checkpointText(
+  time: number | null,
+  step: number | null,
+  nowMs: number
+): string {
+  if (time === null) {
+    return 'no checkpoint yet';
+  }
+  const at = step === null ? '' : ` (step ${step})`;
+  return `ckpt ${formatAge(secondsSince(time, nowMs))} ago${at}`;
+}
+
+/** Refresh every checkpoint age under `root` for time `nowMs`. */
+export function updateAges(root: ParentNode, nowMs: number): void {
+  root.querySelectorAll<HTMLElement>('.jp-ft-ckpt-age[data-time]').forEach(element => {
+    const step = element.dataset.step;
+    element.textContent = checkpointText(
+      Number(element.dataset.time),
+      step === undefined ? null : Number(step),
+      nowMs
+    );
+  });
+}
+
+/** One `.jp-ft-recovery`: `worker-lost: … · RTO 0.06 s · 3 steps lost · 4 → 3 workers`. */
+export function renderRecovery(recovery: RecoveryModel): HTMLElement {
+  return h(
+    'li',
+    { class: 'jp-ft-recovery', 'data-cause': recovery.cause },
+    h('span', { class: 'jp-ft-recovery-cause' }, recovery.cause),
+    h('span', { class: 'jp-ft-recovery-rto' }, formatRto(recovery.rto_s)),
+    h(
+      'span',
+      { class: 'jp-ft-recovery-lost' },
+      `${recovery.steps_lost} step${recovery.steps_lost === 1 ? '' : 's'} lost`
+    ),
+    h(
+      'span',
+      { class: 'jp-ft-recovery-workers' },
+      `${recovery.workers_before} → ${recovery.workers_after} workers`
+    )
+  );
+}

@@ -1,0 +1,263 @@
+import { describe, expect, it, vi } from 'vitest';
+
+import { ApiError, SERVER_EXTENSION_MISSING_MESSAGE } from '../src/api';
+import type { IResilience, IViewState } from '../src/state';
+import { renderCluster, renderTile } from '../src/view/clusters';
+import { EMPTY_MESSAGE, IPanelActions, renderPanel } from '../src/view/panel';
+import { renderRun, updateAges } from '../src/view/runs';
+import { cluster, NOW_MS, recovery, run, snapshot, worker } from './fixtures';
+
+function actions(overrides: Partial<IPanelActions> = {}): IPanelActions {
+  return {
+    openDashboard: vi.fn(),
+    snapshot: vi.fn(),
+    restore: vi.fn(),
+    disabledReason: null,
+    ...overrides
+  };
+}
+
+function state(data: Partial<IResilience> | null, error: ApiError | null = null): IViewState {
+  const full = data === null ? null : { clusters: [], runs: [], snapshots: null, ...data };
+  return { data: full, error, retryInMs: 4000 };
+}
+
+const text = (root: ParentNode, selector: string) =>
+  root.querySelector(selector)?.textContent ?? null;
+
+describe('worker tiles', () => {
+  it.each([
+    ['running', 'jp-ft-mod-running'],
+    ['lost', 'jp-ft-mod-lost'],
+    ['hung', 'jp-ft-mod-hung']
+  ])('a %s worker gets data-state and class %s', (workerState, cls) => {
+    const tile = renderTile(worker({ name: 'w3', state: workerState }));
+    expect(tile.dataset.worker).toBe('w3');
+    expect(tile.dataset.state).toBe(workerState);
+    expect(tile.classList.contains('jp-ft-tile')).toBe(true);
+    expect(tile.classList.contains(cls)).toBe(true);
+    expect(text(tile, '.jp-ft-tile-state')).toBe(workerState);
+  });
+
+  it('shows heartbeat age and memory against its limit', () => {
+    const tile = renderTile(worker({ heartbeat_age_s: 12.7 }));
+    expect(text(tile, '.jp-ft-tile-name')).toBe('w0');
+    expect(text(tile, '.jp-ft-tile-heartbeat')).toBe('heartbeat 12 s ago');
+    expect(text(tile, '.jp-ft-tile-memory')).toBe('mem 512.0 MB / 4.0 GB');
+    expect(tile.querySelector('.jp-ft-tile-gpu')).toBeNull();
+  });
+
+  it('shows GPU memory and utilisation when the worker has a GPU', () => {
+    const gb = 1024 ** 3;
+    const tile = renderTile(
+      worker({ gpu: '0', gpu_memory_used: 3 * gb, gpu_memory_total: 80 * gb, gpu_utilization: 45 })
+    );
+    expect(text(tile, '.jp-ft-tile-gpu')).toBe('GPU 3.0 GB / 80.0 GB · 45 %');
+  });
+
+  it('shows why a lost worker is lost, and leaves out readings it does not have', () => {
+    const tile = renderTile(
+      worker({ state: 'lost', cause: 'process exited (SIGKILL)', heartbeat_age_s: null, rss: null })
+    );
+    expect(text(tile, '.jp-ft-tile-cause')).toBe('process exited (SIGKILL)');
+    expect(tile.querySelector('.jp-ft-tile-heartbeat')).toBeNull();
+    expect(tile.querySelector('.jp-ft-tile-memory')).toBeNull();
+  });
+
+  it('keeps names with markup as text', () => {
+    const tile = renderTile(worker({ name: '<b>x</b>' }));
+    expect(tile.querySelector('b')).toBeNull();
+    expect(text(tile, '.jp-ft-tile-name')).toBe('<b>x</b>');
+  });
+});
+
+describe('clusters', () => {
+  it('renders one tile per worker under data-cluster', () => {
+    const el = renderCluster({
+      cluster: cluster({ name: 'gpu-box' }),
+      workers: [worker({ name: 'w0' }), worker({ name: 'w1', state: 'hung' })],
+      error: null
+    });
+    expect(el.dataset.cluster).toBe('gpu-box');
+    expect(text(el, '.jp-ft-cluster-name')).toBe('gpu-box');
+    const tiles = Array.from(el.querySelectorAll<HTMLElement>('.jp-ft-tile'));
+    expect(tiles.map(t => [t.dataset.worker, t.dataset.state])).toEqual([
+      ['w0', 'running'],
+      ['w1', 'hung']
+    ]);
+  });
+
+  it('shows a failed workers call in place of the tiles', () => {
+    const el = renderCluster({
+      cluster: cluster(),
+      workers: null,
+      error: new ApiError('unreachable', 'The scheduler at tcp://x:1 does not answer.', 503)
+    });
+    expect(el.querySelector('.jp-ft-tile')).toBeNull();
+    const error = el.querySelector<HTMLElement>('.jp-ft-cluster-error');
+    expect(error?.dataset.kind).toBe('unreachable');
+    expect(error?.textContent).toBe('The scheduler at tcp://x:1 does not answer.');
+  });
+});
+
+describe('runs', () => {
+  it('shows state, health, progress, world size, loss and checkpoint age', () => {
+    const el = renderRun(run(), NOW_MS, vi.fn());
+    expect(el.dataset.run).toBe('mnist');
+    expect(el.dataset.state).toBe('RUNNING');
+    expect(el.dataset.health).toBe('HEALTHY');
+    expect(text(el, '.jp-ft-run-state')).toBe('RUNNING');
+    expect(text(el, '.jp-ft-run-health')).toBe('HEALTHY');
+    expect(text(el, '.jp-ft-run-progress')).toBe('step 120/1000');
+    expect(text(el, '.jp-ft-run-world')).toBe('4 worker(s)');
+    expect(text(el, '.jp-ft-run-loss')).toBe('loss 0.1235');
+    expect(text(el, '.jp-ft-ckpt-age')).toBe('ckpt 12 s ago (step 100)');
+  });
+
+  it('lists recoveries with cause, RTO and steps lost', () => {
+    const el = renderRun(
+      run({
+        health: 'DEGRADED',
+        recoveries: [recovery(), recovery({ cause: 'worker-hung', rto_s: 12.34, steps_lost: 1 })]
+      }),
+      NOW_MS,
+      vi.fn()
+    );
+    expect(el.dataset.health).toBe('DEGRADED');
+    const rows = Array.from(el.querySelectorAll<HTMLElement>('.jp-ft-recovery'));
+    expect(rows.map(r => r.dataset.cause)).toEqual(['worker-lost', 'worker-hung']);
+    expect(text(rows[0], '.jp-ft-recovery-rto')).toBe('RTO 0.06 s');
+    expect(text(rows[0], '.jp-ft-recovery-lost')).toBe('3 steps lost');
+    expect(text(rows[0], '.jp-ft-recovery-workers')).toBe('4 → 3 workers');
+    expect(text(rows[1], '.jp-ft-recovery-rto')).toBe('RTO 12.3 s');
+    expect(text(rows[1], '.jp-ft-recovery-lost')).toBe('1 step lost');
+  });
+
+  it('says when there is no checkpoint, and tolerates a run without state yet', () => {
+    const el = renderRun(
+      run({ state: null, health: null, step: null, checkpoint_time: null, loss: null }),
+      NOW_MS,
+      vi.fn()
+    );
+    expect(el.dataset.state).toBe('UNKNOWN');
+    expect(el.dataset.health).toBe('UNKNOWN');
+    expect(text(el, '.jp-ft-ckpt-age')).toBe('no checkpoint yet');
+    expect(text(el, '.jp-ft-run-progress')).toBe('not started');
+    expect(text(el, '.jp-ft-run-loss')).toBe('loss –');
+  });
+
+  it('the Dashboard button opens that run', () => {
+    const open = vi.fn();
+    const el = renderRun(run({ name: "it's \"odd\"" }), NOW_MS, open);
+    el.querySelector<HTMLButtonElement>('button.jp-ft-dashboard')?.click();
+    expect(open).toHaveBeenCalledWith("it's \"odd\"");
+  });
+
+  it('updateAges moves checkpoint ages on without a new render', () => {
+    const root = document.createElement('div');
+    root.append(renderRun(run(), NOW_MS, vi.fn()));
+    updateAges(root, NOW_MS + 50_000);
+    expect(text(root, '.jp-ft-ckpt-age')).toBe('ckpt 1 min ago (step 100)');
+  });
+});
+
+describe('panel messages', () => {
+  const message = (root: HTMLElement) => root.querySelector<HTMLElement>('.jp-ft-message');
+
+  it('says how to enable the server extension, and nothing else', () => {
+    const error = new ApiError('server-extension-missing', SERVER_EXTENSION_MISSING_MESSAGE, 404);
+    const root = renderPanel(state(null, error), NOW_MS, actions());
+    expect(message(root)?.dataset.kind).toBe('no-server');
+    expect(message(root)?.textContent).toContain('jupyter server extension enable ft_notebook');
+    expect(root.children).toHaveLength(1);
+  });
+
+  it('says how to start a cluster or a run when nothing runs', () => {
+    const root = renderPanel(state({}), NOW_MS, actions());
+    expect(message(root)?.dataset.kind).toBe('empty');
+    expect(message(root)?.textContent).toBe(EMPTY_MESSAGE);
+    expect(EMPTY_MESSAGE).toContain('ft.cluster()');
+    expect(EMPTY_MESSAGE).toContain('ft.fit(...)');
+  });
+
+  it('shows an error with the retry time, above the last data', () => {
+    const error = new ApiError('http', 'The journal is unreadable.', 500);
+    const root = renderPanel(
+      state({ clusters: [{ cluster: cluster(), workers: [worker()], error: null }] }, error),
+      NOW_MS,
+      actions()
+    );
+    expect(message(root)?.dataset.kind).toBe('error');
+    expect(message(root)?.textContent).toBe(
+      'Could not fetch the fault-tolerance status: The journal is unreadable. Retrying in 4 s.'
+    );
+    expect(root.querySelectorAll('.jp-ft-tile')).toHaveLength(1);
+  });
+
+  it('shows a loading message before the first answer', () => {
+    const root = renderPanel(state(null), NOW_MS, actions());
+    expect(message(root)?.dataset.kind).toBe('loading');
+  });
+
+  it('has no message when there is something to show', () => {
+    const root = renderPanel(state({ runs: [run()] }), NOW_MS, actions());
+    expect(message(root)).toBeNull();
+    expect(root.querySelectorAll('.jp-ft-run')).toHaveLength(1);
+  });
+});
+
+describe('snapshots', () => {
+  it('lists the active notebook\'s snapshots and wires the buttons', () => {
+    const acts = actions();
+    const root = renderPanel(
+      state({
+        snapshots: {
+          path: 'work/a.ipynb',
+          snapshots: [snapshot(), snapshot({ name: 'before-fit', variables: ['x'] })],
+          error: null
+        }
+      }),
+      NOW_MS,
+      acts
+    );
+    const section = root.querySelector<HTMLElement>('.jp-ft-snapshots');
+    expect(section?.dataset.path).toBe('work/a.ipynb');
+    expect(text(root, '.jp-ft-snapshots .jp-ft-section-title')).toBe('Snapshots of a.ipynb');
+    const rows = Array.from(root.querySelectorAll<HTMLElement>('.jp-ft-snapshot'));
+    expect(rows.map(r => r.dataset.snapshot)).toEqual(['latest', 'before-fit']);
+    expect(text(rows[0], '.jp-ft-snapshot-meta')).toBe('1 min ago · cell 7 · 2 variables · 2.0 KB');
+    root.querySelector<HTMLButtonElement>('.jp-ft-snapshot-now')?.click();
+    root.querySelector<HTMLButtonElement>('.jp-ft-restore')?.click();
+    rows[1].querySelector<HTMLButtonElement>('.jp-ft-snapshot-restore')?.click();
+    expect(acts.snapshot).toHaveBeenCalledTimes(1);
+    expect(acts.restore).toHaveBeenNthCalledWith(1);
+    expect(acts.restore).toHaveBeenNthCalledWith(2, 'before-fit');
+  });
+
+  it('disables the buttons with the reason when there is no kernel', () => {
+    const root = renderPanel(
+      state({ snapshots: { path: 'a.ipynb', snapshots: [], error: null } }),
+      NOW_MS,
+      actions({ disabledReason: 'Start the notebook\'s kernel first.' })
+    );
+    const now = root.querySelector<HTMLButtonElement>('.jp-ft-snapshot-now');
+    expect(now?.disabled).toBe(true);
+    expect(now?.title).toBe('Start the notebook\'s kernel first.');
+    expect(root.querySelector('.jp-ft-snapshots-empty')?.textContent).toContain('No snapshots yet');
+  });
+
+  it('shows why the snapshots could not be listed', () => {
+    const root = renderPanel(
+      state({
+        snapshots: {
+          path: 'a.ipynb',
+          snapshots: null,
+          error: new ApiError('http', 'The store is not writable.', 500)
+        }
+      }),
+      NOW_MS,
+      actions()
+    );
+    expect(text(root, '.jp-ft-snapshots-error')).toBe('The store is not writable.');
+  });
+});
