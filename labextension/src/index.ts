@@ -1,17 +1,93 @@
+/**
+ * The ft_notebook frontend plugin: a "Resilience" sidebar panel, a status bar item and
+ * commands, all fed by one poller of the server extension's REST API.
+ *
+ * Every dependency is optional: without the status bar there is no status item,
+ * without notebooks no snapshots or toolbar buttons, and the panel still shows
+ * clusters and runs.
+ */
 import {
+  ILayoutRestorer,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
+import { INotebookTracker } from '@jupyterlab/notebook';
+import { IStatusBar } from '@jupyterlab/statusbar';
 
-/**
- * The ft_notebook frontend plugin. For now it only registers itself.
- */
+import { FtApi } from './api';
+import { CommandIDs, registerCommands } from './commands';
+import { PANEL_ID, ResiliencePanel } from './panel';
+import { Poller } from './poll';
+import { fetchResilience, IResilience } from './state';
+import { ResilienceStatus, STATUS_ITEM_ID } from './statusbar';
+
+/** Why the snapshot buttons are disabled, or null when a notebook has a kernel. */
+function snapshotDisabledReason(tracker: INotebookTracker | null): string | null {
+  const panel = tracker?.currentWidget ?? null;
+  if (panel === null) {
+    return 'Open a notebook first.';
+  }
+  return panel.sessionContext.session?.kernel ? null : 'Start the notebook\'s kernel first.';
+}
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'ft-notebook:plugin',
   description: 'Fault-tolerance toolkit for notebooks (frontend).',
   autoStart: true,
-  activate: (app: JupyterFrontEnd): void => {
-    console.log(`JupyterLab extension ft-notebook:plugin is activated (${app.name})`);
+  optional: [ILayoutRestorer, IStatusBar, ICommandPalette, INotebookTracker],
+  activate: (
+    app: JupyterFrontEnd,
+    restorer: ILayoutRestorer | null,
+    statusBar: IStatusBar | null,
+    palette: ICommandPalette | null,
+    tracker: INotebookTracker | null
+  ): void => {
+    const api = new FtApi(app.serviceManager.serverSettings);
+    const poller = new Poller<IResilience>({
+      fetch: () => fetchResilience(api, tracker?.currentWidget?.context.path ?? null)
+    });
+
+    const panel = new ResiliencePanel({
+      poller,
+      actions: {
+        snapshot: () => void app.commands.execute(CommandIDs.snapshot),
+        restore: name => void app.commands.execute(CommandIDs.restore, name ? { snapshot: name } : {}),
+        openDashboard: run => void app.commands.execute(CommandIDs.openDashboard, { run })
+      },
+      snapshotDisabledReason: () => snapshotDisabledReason(tracker)
+    });
+    app.shell.add(panel, 'left', { rank: 600 });
+    restorer?.add(panel, PANEL_ID);
+
+    registerCommands(app, {
+      tracker,
+      palette,
+      panelId: PANEL_ID,
+      onSnapshotsChanged: () => poller.refresh()
+    });
+
+    if (statusBar) {
+      const item = new ResilienceStatus({
+        poller,
+        onClick: () => void app.commands.execute(CommandIDs.openPanel)
+      });
+      item.id = 'ft-notebook-status';
+      statusBar.registerStatusItem(STATUS_ITEM_ID, { item, align: 'left', rank: 10 });
+    }
+
+    if (tracker) {
+      // another notebook means other snapshots, and other buttons enabled
+      const notebookChanged = () => {
+        poller.refresh();
+        panel.update();
+      };
+      tracker.currentChanged.connect(notebookChanged);
+      tracker.widgetAdded.connect((_, notebook) => {
+        notebook.sessionContext.sessionChanged.connect(notebookChanged);
+        notebook.sessionContext.kernelChanged.connect(() => panel.update());
+      });
+    }
   }
 };
 
