@@ -16,6 +16,7 @@ is admitted by a new generation once it is ready.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import time
 from typing import Any
@@ -343,6 +344,8 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
             record.prepared.setdefault(gen, set()).add(r.name)
         elif kind == "progress":
             self._progress(record, r)
+        elif kind == "eval":
+            self._evaluated(record, r)
         elif kind == "resumed":
             self._resumed(record, r)
         elif kind == "nonfinite":
@@ -410,13 +413,30 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
             "samples_per_s": d.get("samples_per_s"),
             "world_size": d.get("world"),
         }
-        if "eval" in d:
-            point["eval"] = d["eval"]
-        if r.step % record.history_every == 0 or "eval" in d:
+        if r.step % record.history_every == 0:
             record.history.append(point)
-        if len(record.history) > _HISTORY_MAX:  # downsample: keep every other point
-            record.history = record.history[::2]
+        if len(record.history) > _HISTORY_MAX:  # downsample: every other point, and evals
+            kept = record.history[::2]
+            kept += [p for p in record.history[1::2] if "eval" in p or "eval_error" in p]
+            record.history = sorted(kept, key=lambda p: p["step"])
             record.history_every *= 2
+
+    def _evaluated(self, record: Record, r: Report) -> None:
+        """An evaluation (run in the background on rank 0) finished: its result goes
+        into the history at the step whose weights it evaluated."""
+        step = int(r.data.get("eval_step", r.step))
+        result = {"eval": r.data["eval"]} if "eval" in r.data else {}
+        if "eval_error" in r.data:
+            result["eval_error"] = r.data["eval_error"]
+        for point in reversed(record.history):
+            if point["step"] == step:
+                point.update(result)
+                return
+            if point["step"] < step:
+                break
+        point = {"step": step, "time": r.time, "loss": None, "steps_per_s": None}
+        point.update(samples_per_s=None, world_size=None, **result)
+        bisect.insort(record.history, point, key=lambda p: p["step"])
 
     def _resumed(self, record: Record, r: Report) -> None:
         for name, join in list(record.admitting.items()):

@@ -25,6 +25,7 @@ from typing import Any
 
 from ft_notebook.exceptions import RendezvousTimeout
 from ft_notebook.train._durable import DurableCheckpoints
+from ft_notebook.train._eval import BackgroundEval, plain
 from ft_notebook.train._groups import (
     Generation,
     Interrupted,
@@ -123,6 +124,7 @@ class RankActor(threading.Thread):
         self._last_progress = 0.0
         self._last_loss: Any = None
         self._window: tuple[float, int] | None = None
+        self.evaluator: BackgroundEval | None = None  # rank 0's, once it evaluates
 
     # -- plans
 
@@ -432,12 +434,12 @@ class RankActor(threading.Thread):
                 self.nonfinite_total += 1
                 self.skip.add(step)
                 if gen.rank == 0:
-                    self.report("nonfinite", at_step=step, streak=streak, loss=_plain(loss))
+                    self.report("nonfinite", at_step=step, streak=streak, loss=plain(loss))
                 if streak >= self.spec.nonfinite_limit:
                     self._rollback(streak)
                     streak = 0
                     continue
-            self._last_loss = _plain(loss)
+            self._last_loss = plain(loss)
             self._after_step(loss)
         return True
 
@@ -448,24 +450,24 @@ class RankActor(threading.Thread):
             return
         if self.step % spec.checkpoint_every == 0:
             self._checkpoint()
-        extra: dict[str, Any] = {}
         if spec.eval_fn is not None and spec.eval_every and self.step % spec.eval_every == 0:
-            extra["eval"] = {k: _plain(v) for k, v in spec.eval_fn(self.trainer.model).items()}
+            if self.evaluator is None:
+                self.evaluator = BackgroundEval(spec.eval_fn, self.log, self.report)
+            self.evaluator.start(self.step, self.trainer.model)
         now = time.perf_counter()
-        if extra or now - self._last_progress >= _PROGRESS_EVERY_S:
+        if now - self._last_progress >= _PROGRESS_EVERY_S:
             start, first = self._window or (now, self.step)
             rate = (self.step - first) / (now - start) if now > start else 0.0
             self._window = (now, self.step)
             self._last_progress = now
             self.report(
                 "progress",
-                loss=_plain(loss),
+                loss=plain(loss),
                 steps_per_s=round(rate, 3),
                 samples_per_s=round(rate * spec.batch_size, 1),
                 world=gen.world,
                 epoch=self.step // self.trainer.steps_per_epoch,
                 lagging=self.durable.lagging,
-                **extra,
             )
 
     # -- checkpoints
@@ -530,6 +532,8 @@ class RankActor(threading.Thread):
         gen = self.gen
         assert gen is not None
         self.set_phase("done")
+        if self.evaluator is not None:
+            self.evaluator.join()
         if gen.rank == 0:
             self.final = self._state_bytes()
             saved = None
@@ -561,9 +565,3 @@ def _device(setting: str) -> Any:
         # "cuda" is this worker's current GPU; set_device needs it by index
         device = torch.device("cuda", torch.cuda.current_device())
     return device
-
-
-def _plain(x: Any) -> Any:
-    """A float for JSON: NaN and infinity as strings."""
-    x = float(x)
-    return x if x == x and abs(x) != float("inf") else str(x)

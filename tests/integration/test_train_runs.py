@@ -309,6 +309,11 @@ def mean_count(model: torch.nn.Module) -> dict[str, float]:
     return {"mean_count": float(model.counts.detach().mean())}
 
 
+def slow_mean_count(model: torch.nn.Module) -> dict[str, float]:
+    time.sleep(12)  # once, every rank waited this long in the next collective
+    return mean_count(model)
+
+
 def halving(optimizer: torch.optim.Optimizer) -> Any:
     return torch.optim.lr_scheduler.StepLR(optimizer, step_size=8, gamma=0.5)
 
@@ -360,6 +365,32 @@ def test_scheduler_clipping_eval_and_a_custom_step(
     )
     evals = [p["eval"]["mean_count"] for p in counted.info()["history"] if "eval" in p]
     assert evals == [s / 8 for s in (4, 8, 12, 16)]  # mean count after 4, 8, 12, 16 steps
+
+
+def test_a_long_evaluation_does_not_hold_up_training(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    """Rank 0 evaluates a copy of the model in the background: the other rank does
+    not wait for it in a collective, and the coordinator sees no stuck step."""
+    run = fit(
+        epochs=5,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        eval_fn=slow_mean_count,
+        eval_every=60,
+        **counting_problem(size=512, batch=32, delay_s=0.1),
+    )
+    info = run.info()
+    assert info["state"] == "COMPLETED", info
+    assert info["recoveries"] == []
+    [evaluated] = [p for p in info["history"] if "eval" in p]
+    assert evaluated["step"] == 60
+    assert evaluated["eval"]["mean_count"] == 60 / 16  # the weights of step 60, not later
+    trained_meanwhile = [
+        p for p in info["history"] if p["step"] > 60 and p["time"] < evaluated["time"]
+    ]
+    assert trained_meanwhile, info["history"]
 
 
 def test_a_cancelled_run_stops_and_the_cluster_stays_usable(

@@ -1,0 +1,88 @@
+"""Evaluation off the training thread: ``eval_fn`` runs on a copy of the model.
+
+Rank 0 evaluates every ``eval_every`` steps. Run in the training thread, an
+evaluation holds every other rank inside the next collective until it ends, and one
+longer than the group's timeout (30 s) fails that collective, so the run regroups as
+if rank 0 were lost. So the model is copied (its weights at that step, without
+gradients) and evaluated in a thread while training goes on; the result is reported
+with the step it belongs to. An evaluation still running when the next falls due is
+waited for briefly, then that one is skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+#: How long a due evaluation waits for the one before (it holds up training meanwhile).
+_GRACE_S = 1.0
+
+
+def plain(x: Any) -> Any:
+    """A float for JSON: NaN and infinity as strings."""
+    x = float(x)
+    return x if x == x and abs(x) != float("inf") else str(x)
+
+
+class BackgroundEval:
+    def __init__(
+        self,
+        eval_fn: Callable[[Any], dict[str, Any]],
+        log: Callable[[str], None],
+        report: Callable[..., None],
+    ) -> None:
+        self.eval_fn, self.log, self.report = eval_fn, log, report
+        self._thread: threading.Thread | None = None
+        self._running_step = 0
+
+    def start(self, step: int, model: Any) -> bool:
+        """Evaluate ``model`` as it is at ``step``; False if skipped (one still runs)."""
+        if self._thread is not None:
+            self._thread.join(_GRACE_S)
+            if self._thread.is_alive():
+                self.log(
+                    f"evaluation at step {step} skipped: the one of step "
+                    f"{self._running_step} is still running"
+                )
+                return False
+        snapshot = _copy_without_grads(model)
+        self._running_step = step
+        self._thread = threading.Thread(
+            target=self._evaluate, args=(step, snapshot), name="ft-notebook-eval", daemon=True
+        )
+        self._thread.start()
+        return True
+
+    def join(self) -> None:
+        """Wait for the running evaluation (the run's last one is part of its result)."""
+        if self._thread is not None:
+            self._thread.join()
+
+    def _evaluate(self, step: int, model: Any) -> None:
+        import torch
+
+        try:
+            with torch.no_grad():  # per thread: the training thread keeps its gradients
+                values = {k: plain(v) for k, v in self.eval_fn(model).items()}
+        except Exception as e:  # the user's function: say so, keep training
+            self.log(f"evaluation at step {step} failed:\n{traceback.format_exc()}")
+            self.report("eval", eval_step=step, eval_error=f"{type(e).__name__}: {e}"[:500])
+            return
+        self.report("eval", eval_step=step, eval=values)
+
+
+def _copy_without_grads(model: Any) -> Any:
+    """A deep copy of ``model`` sharing nothing with it; its gradients (views into the
+    trainer's flat buffer) are not copied."""
+    params = list(model.parameters())
+    grads = [p.grad for p in params]
+    for p in params:
+        p.grad = None
+    try:
+        return copy.deepcopy(model)
+    finally:
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
