@@ -45,6 +45,13 @@ export class ResiliencePanel extends PollConsumer {
       disabledReason: this.options.snapshotDisabledReason()
     };
     const content = renderPanel(viewStateOf(this.options.poller.result), this._now(), actions);
+    // a re-render every poll must not close what the user opened
+    const opened = new Set(
+      Array.from(this.node.querySelectorAll('details[open]')).map(d => d.className)
+    );
+    content.querySelectorAll('details').forEach(d => {
+      d.open = opened.has(d.className);
+    });
     this.node.replaceChildren(content);
   }
 

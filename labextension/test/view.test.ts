@@ -4,7 +4,7 @@ import { ApiError, SERVER_EXTENSION_MISSING_MESSAGE } from '../src/api';
 import type { IResilience, IViewState } from '../src/state';
 import { renderCluster, renderTile } from '../src/view/clusters';
 import { EMPTY_MESSAGE, IPanelActions, renderPanel } from '../src/view/panel';
-import { renderRun, updateAges } from '../src/view/runs';
+import { RECENT_FINISHED_RUNS, renderRun, renderRuns, updateAges } from '../src/view/runs';
 import { cluster, NOW_MS, recovery, run, snapshot, worker } from './fixtures';
 
 function actions(overrides: Partial<IPanelActions> = {}): IPanelActions {
@@ -151,6 +151,20 @@ describe('runs', () => {
     const el = renderRun(run({ name: "it's \"odd\"" }), NOW_MS, open);
     el.querySelector<HTMLButtonElement>('button.jp-ft-dashboard')?.click();
     expect(open).toHaveBeenCalledWith("it's \"odd\"");
+  });
+
+  it('lists active runs first, then the newest finished; older ones fold away', () => {
+    const finished = Array.from({ length: RECENT_FINISHED_RUNS + 2 }, (_, i) =>
+      run({ name: `done-${i}`, state: 'COMPLETED', updated: 100 + i })
+    );
+    const el = renderRuns([...finished, run({ name: 'live', updated: 1 })], NOW_MS, vi.fn());
+    const shown = Array.from(el.querySelectorAll<HTMLElement>(':scope > .jp-ft-run'));
+    expect(shown.map(r => r.dataset.run)).toEqual(['live', 'done-4', 'done-3', 'done-2']);
+    const older = el.querySelector<HTMLDetailsElement>('details.jp-ft-runs-older');
+    expect(older?.open).toBe(false);
+    expect(older?.querySelector('summary')?.textContent).toBe('2 older runs');
+    const folded = Array.from(older?.querySelectorAll<HTMLElement>('.jp-ft-run') ?? []);
+    expect(folded.map(r => r.dataset.run)).toEqual(['done-1', 'done-0']);
   });
 
   it('updateAges moves checkpoint ages on without a new render', () => {

@@ -9,7 +9,7 @@ import type { ApiError } from '../api';
 import type { IViewState } from '../state';
 import { renderCluster } from './clusters';
 import { h } from './dom';
-import { renderRun } from './runs';
+import { renderRuns } from './runs';
 import { ISnapshotActions, renderSnapshots } from './snapshots';
 
 /** `data-kind` of the panel's message. */
@@ -56,14 +56,7 @@ export function renderPanel(view: IViewState, nowMs: number, actions: IPanelActi
     );
   }
   if (data.runs.length > 0) {
-    root.append(
-      h(
-        'div',
-        { class: 'jp-ft-runs' },
-        h('div', { class: 'jp-ft-section-title' }, 'Runs'),
-        ...data.runs.map(run => renderRun(run, nowMs, actions.openDashboard))
-      )
-    );
+    root.append(renderRuns(data.runs, nowMs, actions.openDashboard));
   }
   root.append(renderSnapshots(data.snapshots, nowMs, actions));
   return root;

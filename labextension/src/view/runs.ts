@@ -5,7 +5,42 @@
  */
 import { formatAge, formatLoss, formatRto, secondsSince } from '../format';
 import type { RecoveryModel, RunModel } from '../models';
+import { isActiveRun } from '../status';
 import { button, h, modClass } from './dom';
+
+/** Finished runs shown before the rest fold into "N older runs". */
+export const RECENT_FINISHED_RUNS = 3;
+
+/**
+ * The `.jp-ft-runs` section: active runs first, then the newest finished ones; older
+ * finished runs fold into a closed `<details class="jp-ft-runs-older">`, so journals
+ * full of past runs do not push the live ones out of sight.
+ */
+export function renderRuns(
+  runs: RunModel[],
+  nowMs: number,
+  openDashboard: (run: string) => void
+): HTMLElement {
+  const newestFirst = [...runs].sort((a, b) => b.updated - a.updated);
+  const active = newestFirst.filter(isActiveRun);
+  const finished = newestFirst.filter(run => !isActiveRun(run));
+  const row = (run: RunModel) => renderRun(run, nowMs, openDashboard);
+  const older = finished.slice(RECENT_FINISHED_RUNS);
+  return h(
+    'div',
+    { class: 'jp-ft-runs' },
+    h('div', { class: 'jp-ft-section-title' }, 'Runs'),
+    ...active.map(row),
+    ...finished.slice(0, RECENT_FINISHED_RUNS).map(row),
+    older.length > 0 &&
+      h(
+        'details',
+        { class: 'jp-ft-runs-older' },
+        h('summary', {}, `${older.length} older run${older.length === 1 ? '' : 's'}`),
+        ...older.map(row)
+      )
+  );
+}
 
 /** `data-state` / `data-health` of a run the journals gave no value for yet. */
 export const UNKNOWN = 'UNKNOWN';
