@@ -146,13 +146,15 @@ function addToolbarButtons(app: JupyterFrontEnd, tracker: INotebookTracker): voi
       ['ft-notebook-snapshot', CommandIDs.snapshot],
       ['ft-notebook-restore', CommandIDs.restore]
     ];
+    // after the cell type selector when there is one; customised toolbars may lack it
+    let after = 'cellType';
     for (const [name, id] of buttons) {
       const label = id === CommandIDs.snapshot ? 'Snapshot' : 'Restore';
       const button = new CommandToolbarButton({ commands: app.commands, id, args, label });
-      // after the cell type selector when there is one; customised toolbars may lack it
-      if (!panel.toolbar.insertAfter('cellType', name, button)) {
+      if (!panel.toolbar.insertAfter(after, name, button)) {
         panel.toolbar.addItem(name, button);
       }
+      after = name;
     }
     // the buttons are disabled until the kernel is there, and again when it goes
     panel.sessionContext.kernelChanged.connect(notify);
