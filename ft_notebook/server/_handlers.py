@@ -128,7 +128,7 @@ class SnapshotsHandler(_Handler):
                 f"e.g. 'folder/analysis.ipynb'.",
                 reason="BadRequest",
             )
-        cwd = self.kernel_manager.cwd_for_path(api_path)
+        cwd: str = self.kernel_manager.cwd_for_path(api_path)  # type: ignore[no-untyped-call]
         return os.path.join(cwd, parts[-1])
 
 
