@@ -69,7 +69,7 @@ def lab(trio: Client, tmp_path: Path, ft_data_dir: Path, unique_name: str) -> It
 
 
 @needs_chromium
-def test_the_page_shows_the_tile_and_the_badge_change(lab: Lab) -> None:
+def test_the_page_shows_the_tile_and_the_badge_change(lab: Lab, unique_name: str) -> None:
     seen: dict[str, list[str]] = {"tile": [], "badge": [], "state": []}
     with open_page(lab, "lab/tree/dashboard.ipynb?reset", "dashboard") as page:
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
@@ -101,6 +101,11 @@ def test_the_page_shows_the_tile_and_the_badge_change(lab: Lab) -> None:
             time.sleep(0.05)
         page.wait_for_timeout(1500)  # the chart's last points
         screenshot(page, "dashboard-3-completed")
+        # the Resilience panel lists the run, finished, with its recovery and RTO
+        page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:open-panel')")
+        run_row = f'.jp-ft-run[data-run="{unique_name}"][data-state="COMPLETED"]'
+        rto = page.inner_text(f"{run_row} .jp-ft-recovery .jp-ft-recovery-rto", timeout=30_000)
+        screenshot(page, "dashboard-4-panel")
     (SHOTS / "dashboard-sequence.json").write_text(json.dumps(seen, indent=1))
     assert seen["state"], seen
     assert seen["state"][-1] == "COMPLETED", seen
@@ -108,3 +113,4 @@ def test_the_page_shows_the_tile_and_the_badge_change(lab: Lab) -> None:
     assert "TRAINING" in seen["tile"][seen["tile"].index("LOST") :], seen
     assert "DEGRADED" in seen["badge"], seen
     assert "HEALTHY" in seen["badge"][seen["badge"].index("DEGRADED") :], seen
+    assert rto.startswith("RTO "), rto
