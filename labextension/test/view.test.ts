@@ -64,6 +64,11 @@ describe('worker tiles', () => {
     expect(tile.querySelector('.jp-ft-tile-memory')).toBeNull();
   });
 
+  it('shows how often a worker was restarted, once it was', () => {
+    expect(renderTile(worker({ restarts: 0 })).querySelector('.jp-ft-tile-restarts')).toBeNull();
+    expect(text(renderTile(worker({ restarts: 2 })), '.jp-ft-tile-restarts')).toBe('restarted 2×');
+  });
+
   it('keeps names with markup as text', () => {
     const tile = renderTile(worker({ name: '<b>x</b>' }));
     expect(tile.querySelector('b')).toBeNull();

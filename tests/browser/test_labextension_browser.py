@@ -150,11 +150,13 @@ def test_the_panel_and_status_bar_follow_a_killed_worker(
         watch(page, lambda: states[-1] == "running" and healthy_seen[-1] == "2", timeout_s=90)
         screenshot(page, "labextension-3-back")
         status_text = page.inner_text(".jp-ft-status")
+        restarts = page.inner_text(f"{tile} .jp-ft-tile-restarts")
     assert states[-2:] == ["lost", "running"], states
     # the poll period is 2 s; the scheduler notices the death at once (closed connection)
     assert lost_after < 5.0, lost_after
     assert "1" in healthy_seen, healthy_seen
     assert "2/2" in status_text, status_text
+    assert restarts == "restarted 1×", restarts
 
 
 def _snapshots(lab: Lab, notebook: str) -> list[dict[str, Any]]:

@@ -70,6 +70,9 @@ export function renderTile(worker: WorkerStatus): HTMLElement {
       h('div', { class: 'jp-ft-tile-heartbeat' }, `heartbeat ${formatAge(worker.heartbeat_age_s)} ago`),
     memoryText(worker) !== null && h('div', { class: 'jp-ft-tile-memory' }, memoryText(worker)),
     gpuText(worker) !== null && h('div', { class: 'jp-ft-tile-gpu' }, gpuText(worker)),
+    // a restart can fall between two polls: the count says it happened all the same
+    worker.restarts > 0 &&
+      h('div', { class: 'jp-ft-tile-restarts' }, `restarted ${worker.restarts}×`),
     worker.cause && h('div', { class: 'jp-ft-tile-cause' }, worker.cause)
   );
 }
