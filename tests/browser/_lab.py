@@ -17,7 +17,7 @@ import subprocess
 import sys
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,8 +69,11 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def run_lab(root: Path, work: Path, env: Mapping[str, str] | None = None) -> Iterator[Lab]:
-    """``jupyter lab`` serving ``root``; its settings, workspaces and log in ``work``."""
+def run_lab(
+    root: Path, work: Path, env: Mapping[str, str] | None = None, args: Sequence[str] = ()
+) -> Iterator[Lab]:
+    """``jupyter lab`` serving ``root``; its settings, workspaces and log in ``work``;
+    ``args``: more command-line options."""
     port, token = _free_port(), uuid.uuid4().hex
     # no "fetch news?" toast over the page
     settings = work / "lab-settings" / "@jupyterlab" / "apputils-extension"
@@ -94,6 +97,7 @@ def run_lab(root: Path, work: Path, env: Mapping[str, str] | None = None) -> Ite
         f"--ServerApp.root_dir={root}",
         "--LabApp.news_url=None",
         "--LabApp.expose_app_in_browser=True",
+        *args,
     ]
     log_path = work / "lab.log"
     with log_path.open("w") as log:

@@ -93,6 +93,31 @@ def test_the_page_runs_the_extension_just_built(lab: Lab) -> None:
     assert [u.split("?")[0].rsplit("/", 1)[-1] for u in ours] == [entry.name], ours
 
 
+@pytest.mark.parametrize(
+    ("server_extension", "kind", "says"),
+    [(True, "empty", "ft.cluster()"), (False, "no-server", "jupyter server extension enable")],
+)
+def test_the_panel_says_why_it_has_nothing_to_show(
+    tmp_path: Path, server_extension: bool, kind: str, says: str
+) -> None:
+    """Nothing running (a data folder of its own), or the server extension off: a
+    message that says what to do, never an empty panel."""
+    root = tmp_path / "notebooks"
+    root.mkdir()
+    env = {"DASK_FT_NOTEBOOK__DATA_DIR": str(tmp_path / "data")}
+    args = () if server_extension else ("--ServerApp.jpserver_extensions=ft_notebook=False",)
+    with (
+        run_lab(root, tmp_path, env, args) as server,
+        open_page(server, "lab?reset", f"labextension-{kind}") as page,
+    ):
+        page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:open-panel')")
+        message = page.wait_for_selector(f'.jp-ft-message[data-kind="{kind}"]')
+        assert message is not None
+        text = message.inner_text()
+        screenshot(page, f"labextension-{kind}")
+    assert says in text, text
+
+
 def test_the_panel_and_status_bar_follow_a_killed_worker(
     lab: Lab, private_pair: tuple[str, Any]
 ) -> None:
