@@ -198,7 +198,7 @@ def main() -> None:
         base = results["none"]
         print(
             f"| {nb} | none (re-run) | – | – | {sum(base.written) / 1e6:.1f} | – | – | "
-            f"{sum(base.walls):.2f} (re-run) | – | 1.00 |"
+            f"{sum(base.walls):.3f} (re-run) | – | 1.00 |"
         )
         for arm in arms[1:]:
             r = results[arm]
@@ -208,7 +208,7 @@ def main() -> None:
             print(
                 f"| {nb} | {arm} | {statistics.median(pauses) * 1e3:.0f} | {pauses[-1] * 1e3:.0f} | "
                 f"{sum(r.written) / 1e6:.1f} | {r.written[-1] / 1e3:.0f} | {r.store_size / 1e6:.1f} | "
-                f"{r.restore_s:.2f} | {r.equal} / {diff} / {lost} | {r.peak_rss / base.peak_rss:.2f} |",
+                f"{r.restore_s:.3f} | {r.equal} / {diff} / {lost} | {r.peak_rss / base.peak_rss:.2f} |",
                 flush=True,
             )
 
