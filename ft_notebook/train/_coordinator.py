@@ -413,19 +413,19 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
             "samples_per_s": d.get("samples_per_s"),
             "world_size": d.get("world"),
         }
+        if "lagging" in d:  # rank 0's view: failing saves, or saves queued behind a slow one
+            record.lagging = bool(d["lagging"])
         if r.step % record.history_every == 0:
             record.history.append(point)
-        if len(record.history) > _HISTORY_MAX:  # downsample: every other point, and evals
-            kept = record.history[::2]
-            kept += [p for p in record.history[1::2] if "eval" in p or "eval_error" in p]
-            record.history = sorted(kept, key=lambda p: p["step"])
-            record.history_every *= 2
+        _trim_history(record)
 
     def _evaluated(self, record: Record, r: Report) -> None:
         """An evaluation (run in the background on rank 0) finished: its result goes
         into the history at the step whose weights it evaluated."""
         step = int(r.data.get("eval_step", r.step))
-        result = {"eval": r.data["eval"]} if "eval" in r.data else {}
+        result: dict[str, Any] = {"eval_time": r.time}  # when it finished
+        if "eval" in r.data:
+            result["eval"] = r.data["eval"]
         if "eval_error" in r.data:
             result["eval_error"] = r.data["eval_error"]
         for point in reversed(record.history):
@@ -437,6 +437,7 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
         point = {"step": step, "time": r.time, "loss": None, "steps_per_s": None}
         point.update(samples_per_s=None, world_size=None, **result)
         bisect.insort(record.history, point, key=lambda p: p["step"])
+        _trim_history(record)
 
     def _resumed(self, record: Record, r: Report) -> None:
         for name, join in list(record.admitting.items()):
@@ -539,3 +540,17 @@ def coordinator(scheduler: Any) -> RunCoordinator:
 
         raise TrainingError("The scheduler has no run coordinator; ft.fit installs it.")
     return plugin
+
+
+def _trim_history(record: Record) -> None:
+    """Keep a run's history within :data:`_HISTORY_MAX` points: every other progress
+    point goes (and later ones are kept half as often); evaluations, sparse and
+    wanted, stay unless they alone fill half of it, then every other one goes too."""
+    if len(record.history) <= _HISTORY_MAX:
+        return
+    evals = [p for p in record.history if "eval_time" in p]
+    progress = [p for p in record.history if "eval_time" not in p][::2]
+    record.history_every *= 2
+    if len(evals) > _HISTORY_MAX // 2:
+        evals = evals[::-2][::-1]  # the newest stays
+    record.history = sorted(progress + evals, key=lambda p: p["step"])

@@ -6,7 +6,9 @@ longer than the group's timeout (30 s) fails that collective, so the run regroup
 if rank 0 were lost. So the model is copied (its weights at that step, without
 gradients) and evaluated in a thread while training goes on; the result is reported
 with the step it belongs to. An evaluation still running when the next falls due is
-waited for briefly, then that one is skipped.
+waited for briefly, then that one is skipped. The copy costs a second copy of the
+weights on the device; a model that cannot be deep-copied is evaluated on the
+training thread as before.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 
 #: How long a due evaluation waits for the one before (it holds up training meanwhile).
 _GRACE_S = 1.0
+#: How long the end of a run waits for its last evaluation before it finishes anyway.
+FINAL_WAIT_S = 300.0
 
 
 def plain(x: Any) -> Any:
@@ -28,6 +32,9 @@ def plain(x: Any) -> Any:
 
 
 class BackgroundEval:
+    """Rank 0's evaluations: one at a time, each on a copy of the model in a thread;
+    results (or the error) are reported as ``eval`` with the step they belong to."""
+
     def __init__(
         self,
         eval_fn: Callable[[Any], dict[str, Any]],
@@ -48,7 +55,15 @@ class BackgroundEval:
                     f"{self._running_step} is still running"
                 )
                 return False
-        snapshot = _copy_without_grads(model)
+        try:
+            snapshot = _copy_without_grads(model)
+        except Exception as e:  # e.g. a non-leaf tensor attribute (weight_norm)
+            self.log(
+                f"evaluation at step {step} on the training thread: the model cannot be "
+                f"copied for a background evaluation ({type(e).__name__}: {e})"
+            )
+            self._evaluate(step, model)
+            return True
         self._running_step = step
         self._thread = threading.Thread(
             target=self._evaluate, args=(step, snapshot), name="ft-notebook-eval", daemon=True
@@ -56,14 +71,23 @@ class BackgroundEval:
         self._thread.start()
         return True
 
-    def join(self) -> None:
-        """Wait for the running evaluation (the run's last one is part of its result)."""
-        if self._thread is not None:
-            self._thread.join()
+    def join(self, timeout_s: float = FINAL_WAIT_S) -> None:
+        """Wait for the running evaluation (the run's last one is part of its result),
+        at most ``timeout_s``: a hung ``eval_fn`` must not keep the run from ending."""
+        if self._thread is None:
+            return
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            step = self._running_step
+            self.log(f"evaluation at step {step} still running after {timeout_s:.0f} s")
+            self.report("eval", eval_step=step, eval_error=f"not done after {timeout_s:.0f} s")
 
     def _evaluate(self, step: int, model: Any) -> None:
         import torch
 
+        device = next((p.device for p in model.parameters()), None)
+        if device is not None and device.type == "cuda":
+            torch.cuda.set_device(device)  # per thread: "cuda" means this worker's GPU
         try:
             with torch.no_grad():  # per thread: the training thread keeps its gradients
                 values = {k: plain(v) for k, v in self.eval_fn(model).items()}

@@ -65,7 +65,7 @@ def _release_buried_at_exit() -> None:
     with _GRAVEYARD_LOCK:
         nccl = [g for _t, g in GRAVEYARD if "NCCL" in type(g).__name__]
         GRAVEYARD[:] = [(t, g) for t, g in GRAVEYARD if "NCCL" not in type(g).__name__]
-    _abort_all(nccl)
+    abort_nccl(nccl)
     nccl.clear()
     gc.collect()  # a group in a reference cycle is destroyed now, not after CUDA
 
@@ -187,8 +187,12 @@ class Generation:
             return None
         return self.survivors.get(lost)
 
+    def groups(self) -> list[Any]:
+        """This generation's group and the survivor groups prepared so far."""
+        return [self.group, *self.survivors.values()]
+
     def retire(self, timeout_s: float) -> None:
-        groups = [self.group, *self.survivors.values()]
+        groups = self.groups()
         self.survivors = {}
         if self.backend == "nccl":
             # a pending NCCL kernel spins on the GPU until its communicator is aborted
@@ -197,6 +201,11 @@ class Generation:
             threading.Thread(target=_abort_all, args=(groups,), daemon=True).start()
         for group in groups:
             bury(group, timeout_s)
+
+
+def abort_nccl(groups: list[Any]) -> None:
+    """Abort NCCL communicators now, on this thread (at exit: while CUDA is up)."""
+    _abort_all([g for g in groups if "NCCL" in type(g).__name__])
 
 
 def _abort_all(groups: list[Any]) -> None:

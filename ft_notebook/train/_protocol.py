@@ -65,7 +65,8 @@ class Report:
 
     Kinds: ``ready`` (warmed up), ``synced`` (generation ``gen`` trains from
     ``step``), ``prepared`` (its survivor groups exist), ``progress`` (rank 0,
-    throttled), ``checkpoint``, ``nonfinite``, ``peer-failed``, ``done``, ``error``.
+    throttled), ``eval`` (rank 0, when a background evaluation ends), ``checkpoint``,
+    ``nonfinite``, ``peer-failed``, ``done``, ``error``.
     """
 
     run: str

@@ -16,6 +16,7 @@ and the samples of a committed step are never taken again.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import logging
 import threading
@@ -31,6 +32,7 @@ from ft_notebook.train._groups import (
     Interrupted,
     PeerFailed,
     Waker,
+    abort_nccl,
     form_interruptibly,
     make_group,
 )
@@ -44,6 +46,17 @@ _LOCK = threading.Lock()
 _PROGRESS_EVERY_S = 0.25
 #: Finished actors kept per worker for their logs and final states.
 _KEEP_FINISHED = 8
+#: A checkpoint that holds up training longer than this says so in the rank's log.
+_STALL_WORTH_LOGGING_S = 0.05
+
+
+@atexit.register  # before CUDA's own exit handlers, as _groups does for retired groups
+def _abort_live_nccl_groups_at_exit() -> None:
+    """A worker that exits while a run trains: its live NCCL communicators must end
+    while CUDA is still up, or their destructors terminate the process."""
+    with _LOCK:
+        gens = [a.gen for a in _ACTORS.values() if a.gen is not None]
+    abort_nccl([g for gen in gens if gen.backend == "nccl" for g in gen.groups()])
 
 
 # ---- RPC entry points (run on the worker's event loop: they must return at once)
@@ -533,7 +546,7 @@ class RankActor(threading.Thread):
         assert gen is not None
         self.set_phase("done")
         if self.evaluator is not None:
-            self.evaluator.join()
+            self.evaluator.join()  # bounded: a hung eval_fn does not keep the run open
         if gen.rank == 0:
             self.final = self._state_bytes()
             saved = None
@@ -549,10 +562,6 @@ class RankActor(threading.Thread):
                 loss=self._last_loss,
             )
         self.log(f"finished at step {self.step}")
-
-
-#: A checkpoint that holds up training longer than this says so in the rank's log.
-_STALL_WORTH_LOGGING_S = 0.05
 
 
 def _device(setting: str) -> Any:

@@ -68,7 +68,10 @@ class RunWatch:
                 epoch=record.epoch,
                 world_size=record.world,
                 loss=loss,
-                samples_per_s=record.history[-1].get("samples_per_s") if record.history else None,
+                samples_per_s=next(
+                    (h["samples_per_s"] for h in reversed(record.history) if h["samples_per_s"]),
+                    None,
+                ),
                 eta_s=round(eta, 1) if eta is not None and not record.finished else None,
                 state=record.state.value,
                 workers=workers,

@@ -388,7 +388,7 @@ def test_a_long_evaluation_does_not_hold_up_training(
     assert evaluated["step"] == 60
     assert evaluated["eval"]["mean_count"] == 60 / 16  # the weights of step 60, not later
     trained_meanwhile = [
-        p for p in info["history"] if p["step"] > 60 and p["time"] < evaluated["time"]
+        p for p in info["history"] if p["step"] > 60 and p["time"] < evaluated["eval_time"]
     ]
     assert trained_meanwhile, info["history"]
 

@@ -194,3 +194,119 @@ def test_a_save_due_while_the_last_is_still_written_waits_for_the_next_turn(
     assert (committed, error, copies) == (10, None, [1])
     assert not durable.lagging
     durable.close()
+
+
+class _Reports:
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self.lines: list[str] = []
+        self.done = threading.Event()
+
+    def report(self, kind: str, **data: Any) -> None:
+        self.seen.append({"kind": kind, **data})
+        self.done.set()
+
+
+def test_a_background_evaluation_sees_its_step_and_leaves_training_alone() -> None:
+    from ft_notebook.train._eval import BackgroundEval
+
+    model = torch.nn.Linear(2, 1)
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    release = threading.Event()
+    grad_enabled: list[bool] = []
+
+    def evaluate(m: torch.nn.Module) -> dict[str, float]:
+        grad_enabled.append(torch.is_grad_enabled())
+        release.wait(10)
+        return {"w": float(m.weight.sum())}
+
+    reports = _Reports()
+    ev = BackgroundEval(evaluate, reports.lines.append, reports.report)
+    before = float(model.weight.detach().sum())
+    assert ev.start(4, model)
+    with torch.no_grad():
+        model.weight.add_(100.0)  # training goes on meanwhile
+    assert not ev.start(8, model)  # the one of step 4 still runs: skipped, said so
+    assert "step 8 skipped" in reports.lines[-1]
+    release.set()
+    ev.join()
+    assert reports.seen == [{"kind": "eval", "eval_step": 4, "eval": {"w": before}}]
+    assert grad_enabled == [False]
+    assert all(p.grad is not None for p in model.parameters())  # not taken by the copy
+
+
+def test_an_evaluation_that_raises_or_cannot_be_copied_is_reported_not_fatal() -> None:
+    from ft_notebook.train._eval import BackgroundEval
+
+    def broken(m: torch.nn.Module) -> dict[str, float]:
+        raise ValueError("no validation data")
+
+    reports = _Reports()
+    ev = BackgroundEval(broken, reports.lines.append, reports.report)
+    assert ev.start(3, torch.nn.Linear(2, 1))
+    ev.join()
+    assert reports.seen == [
+        {"kind": "eval", "eval_step": 3, "eval_error": "ValueError: no validation data"}
+    ]
+
+    class Uncopyable(torch.nn.Linear):
+        def __deepcopy__(self, memo: Any) -> Any:
+            raise RuntimeError("Only Tensors created explicitly by the user support deepcopy")
+
+    reports = _Reports()
+    ev = BackgroundEval(lambda m: {"ok": 1.0}, reports.lines.append, reports.report)
+    assert ev.start(5, Uncopyable(2, 1))  # evaluated on this thread instead
+    assert reports.seen == [{"kind": "eval", "eval_step": 5, "eval": {"ok": 1.0}}]
+    assert "cannot be copied" in reports.lines[0]
+
+
+def test_a_hung_final_evaluation_does_not_keep_the_run_open() -> None:
+    from ft_notebook.train._eval import BackgroundEval
+
+    stuck = threading.Event()
+    reports = _Reports()
+    ev = BackgroundEval(
+        lambda m: {"x": float(stuck.wait(30))}, reports.lines.append, reports.report
+    )
+    ev.start(9, torch.nn.Linear(2, 1))
+    ev.join(timeout_s=0.2)
+    assert reports.seen == [{"kind": "eval", "eval_step": 9, "eval_error": "not done after 0 s"}]
+    stuck.set()
+
+
+def _progress(step: int, **data: Any) -> Report:
+    return Report("r", "0", "progress", 1, step, float(step), {"loss": 1.0, **data})
+
+
+def test_evaluations_land_at_their_step_and_the_history_stays_bounded() -> None:
+    from ft_notebook.train import _coordinator
+
+    coordinator, record = RunCoordinator(), Record("r", b"", Options())
+    for step in range(1, 11):
+        coordinator._progress(record, _progress(step, samples_per_s=10.0))
+    late = Report("r", "0", "eval", 1, 10, 99.0, {"eval_step": 4, "eval": {"acc": 0.5}})
+    coordinator._evaluated(record, late)
+    [at4] = [p for p in record.history if p["step"] == 4]
+    assert (at4["eval"], at4["eval_time"], at4["loss"]) == ({"acc": 0.5}, 99.0, 1.0)
+    limit = _coordinator._HISTORY_MAX
+    for step in range(11, 3 * limit):
+        coordinator._progress(record, _progress(step))
+        if step % 2:  # more evaluations than the history holds
+            coordinator._evaluated(
+                record, Report("r", "0", "eval", 1, step, float(step), {"eval_step": step})
+            )
+    assert len(record.history) <= limit
+    steps = [p["step"] for p in record.history]
+    assert steps == sorted(steps)
+    progress = [p["step"] for p in record.history if "eval_time" not in p]
+    assert max(progress) > 2 * limit  # the loss curve goes on
+    assert max(p["step"] for p in record.history if "eval_time" in p) == 3 * limit - 1
+
+
+def test_rank_zero_saying_its_checkpoints_lag_shows_on_the_run() -> None:
+    coordinator, record = RunCoordinator(), Record("r", b"", Options())
+    coordinator._progress(record, _progress(1, lagging=True))
+    assert record.lagging
+    coordinator._progress(record, _progress(2, lagging=False))
+    assert not record.lagging
