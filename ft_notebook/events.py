@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import time
 import types
 from collections.abc import Callable, Mapping
@@ -163,9 +164,8 @@ class Event:
         kind = _PAYLOADS.get(self.kind)
         if kind is None:
             return None
-        hints = get_type_hints(kind)
-        names = {f.name for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
-        return kind(**{k: _coerce(hints[k], v) for k, v in self.data.items() if k in names})
+        hints = _field_hints(self.kind)
+        return kind(**{k: _coerce(hints[k], v) for k, v in self.data.items() if k in hints})
 
 
 _ENVELOPE_FIELDS = ("seq", "topic", "kind", "time", "run", "worker", "generation", "step", "data")
@@ -389,6 +389,14 @@ def history(
     if (topic is None) == (run is None):
         raise TypeError("history() takes a topic or run=..., not both")
     return _delivery.history(topic if topic is not None else run_topic(run or ""), since, via)
+
+
+@functools.cache
+def _field_hints(name: str) -> dict[str, Any]:
+    """The type hint of each field of payload kind ``name`` (resolving is slow: once)."""
+    kind = _PAYLOADS[name]
+    hints = get_type_hints(kind)
+    return {f.name: hints[f.name] for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
 
 
 def _coerce(hint: Any, value: Any) -> Any:

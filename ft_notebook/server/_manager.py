@@ -20,34 +20,22 @@ thin and this module testable::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ft_notebook._journal import journal_path
 from ft_notebook._paths import checked_name, data_dir
 from ft_notebook.cluster import WorkerStatus
-from ft_notebook.events import (
-    TOPIC_PREFIX,
-    CheckpointCommitted,
-    Event,
-    HealthChanged,
-    RecoveryCompleted,
-    RunProgress,
-    RunStateChanged,
-    cluster_topic,
-    history,
-    run_topic,
-)
+from ft_notebook.events import TOPIC_PREFIX, cluster_topic, history, run_topic
 from ft_notebook.exceptions import ClusterError, ClusterUnreachable, FTError, UnsafeName
 from ft_notebook.server._models import (
-    MAX_RECOVERIES,
     ChaosResultModel,
     ClusterModel,
-    RecoveryModel,
     RunModel,
     SnapshotModel,
 )
+from ft_notebook.server._runs import RunJournals
 
 if TYPE_CHECKING:
     from ft_notebook.cluster import ClusterInfo
@@ -59,7 +47,6 @@ Connect = Callable[["ClusterInfo"], Any]
 MAX_EVENTS = 1000
 CHAOS_ACTIONS = ("kill", "hang", "resume")
 CHAOS_CONFIG_KEY = "ft-notebook.server.chaos-actions"
-_RUN_PREFIX = f"{TOPIC_PREFIX}.run."
 
 
 class ApiError(FTError):
@@ -97,6 +84,7 @@ class ResilienceManager:
     def __init__(self, *, chaos_actions: bool = False, connect: Connect | None = None) -> None:
         self.chaos_actions = chaos_actions
         self._connect = connect or _connect
+        self._runs = RunJournals()
 
     def clusters(self) -> list[ClusterModel]:
         """The user's running clusters, from the registry (dead entries are pruned)."""
@@ -123,16 +111,9 @@ class ResilienceManager:
             return status(client)
 
     def runs(self) -> list[RunModel]:
-        """Every run that has a journal, folded from its events (see :func:`fold_run`)."""
-        found = []
-        for path in sorted(self._journal_dir().glob(f"{_RUN_PREFIX}*.jsonl")):
-            name = path.name[len(_RUN_PREFIX) : -len(".jsonl")]
-            try:
-                topic = run_topic(name)
-            except UnsafeName:  # not a journal we wrote; never let it name a path
-                continue
-            found.append(fold_run(name, topic, history(topic)))
-        return found
+        """Every run that has a journal, with its state, health, progress, newest
+        checkpoint and recoveries (see :mod:`._runs`)."""
+        return self._runs.runs(self._journal_dir())
 
     def events(self, topic: str, since: str | int = 0, limit: str | int = MAX_EVENTS) -> list[Any]:
         """Events of ``topic`` after sequence number ``since``, oldest first, at most
@@ -227,44 +208,6 @@ class ResilienceManager:
 
     def _journal_dir(self) -> Path:
         return journal_path(cluster_topic()).parent
-
-
-def fold_run(name: str, topic: str, events: Iterable[Event]) -> RunModel:
-    """A run's newest state, health, progress, checkpoint and recoveries from its
-    events, oldest first."""
-    fields: dict[str, Any] = {"state": None, "health": None, "last_seq": 0, "updated": 0.0}
-    recoveries: list[RecoveryModel] = []
-    for event in events:
-        fields.update(last_seq=event.seq, updated=event.time)
-        try:
-            payload = event.payload()
-        except (TypeError, ValueError):  # written by another version: skip, not fail
-            continue
-        if isinstance(payload, RunStateChanged):
-            fields["state"] = payload.state
-        elif isinstance(payload, HealthChanged):
-            fields["health"] = payload.health
-        elif isinstance(payload, RunProgress):
-            fields.update(
-                step=payload.step,
-                total_steps=payload.total_steps,
-                world_size=payload.world_size,
-                loss=payload.loss,
-            )
-        elif isinstance(payload, CheckpointCommitted):
-            fields.update(checkpoint_step=payload.checkpoint_step, checkpoint_time=event.time)
-        elif isinstance(payload, RecoveryCompleted):
-            recoveries.append(
-                RecoveryModel(
-                    time=event.time,
-                    cause=payload.cause,
-                    rto_s=payload.rto_s,
-                    steps_lost=payload.steps_lost,
-                    workers_before=payload.workers_before,
-                    workers_after=payload.workers_after,
-                )
-            )
-    return RunModel(name, topic, recoveries=tuple(recoveries[-MAX_RECOVERIES:]), **fields)
 
 
 def _connect(info: ClusterInfo) -> Any:

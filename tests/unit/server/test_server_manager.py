@@ -97,6 +97,22 @@ def test_runs_carry_health_progress_checkpoint_and_recoveries(isolated_data_dir:
     assert out["recoveries"][0]["steps_lost"] == 0
 
 
+def test_runs_read_each_journal_on_from_where_they_left_it(isolated_data_dir: Path) -> None:
+    manager, topic = ResilienceManager(), run_topic("epsilon")
+    publish(RunStateChanged(RunState.RUNNING, RunState.PENDING), topic)
+    assert [r.state for r in manager.runs()] == [RunState.RUNNING]
+    journal = next((isolated_data_dir / "journal").glob("*epsilon*"))
+    [(offset, _fold)] = manager._runs._folds.values()
+    assert offset == journal.stat().st_size
+    publish(RecoveryCompleted("lost: cpu1", 0.05, 0, 2, 1), topic)
+    publish(RunStateChanged(RunState.COMPLETED, RunState.RUNNING), topic)
+    [run] = manager.runs()
+    assert (run.state, run.last_seq, len(run.recoveries)) == (RunState.COMPLETED, 3, 1)
+    journal.write_text(journal.read_text().splitlines()[0] + "\n")  # replaced, shorter
+    [run] = manager.runs()
+    assert (run.state, run.last_seq, run.recoveries) == (RunState.RUNNING, 1, ())
+
+
 def test_a_run_event_of_another_version_is_skipped_not_fatal(isolated_data_dir: Path) -> None:
     topic = run_topic("delta")
     publish(RunStateChanged(RunState.RUNNING, RunState.PENDING), topic)
