@@ -57,10 +57,12 @@ export class ApiError extends Error {
  *   an HTML page when the route does not exist)
  */
 export function errorFromResponse(route: string, status: number, body: string): ApiError {
-  if (status === 404 && route === 'clusters') {
+  const model = parseErrorModel(body);
+  if (status === 404 && model === null) {
+    // our handlers' 404s (no such cluster) carry an ErrorModel; a route the server
+    // does not have at all answers with an HTML page
     return new ApiError('server-extension-missing', SERVER_EXTENSION_MISSING_MESSAGE, status);
   }
-  const model = parseErrorModel(body);
   const message =
     model?.message ||
     `The server answered ${status} to GET ${API_PATH}/${route}; see the JupyterLab ` +
@@ -123,6 +125,14 @@ export class FtApi {
     if (!response.ok) {
       throw errorFromResponse(route, response.status, body);
     }
-    return JSON.parse(body) as T;
+    try {
+      return JSON.parse(body) as T;
+    } catch {
+      throw new ApiError(
+        'http',
+        `The server answered GET ${API_PATH}/${route} with something that is not JSON ` +
+          '(a login page of a proxy?). Reload the page and log in again.'
+      );
+    }
   }
 }

@@ -14,12 +14,13 @@ export class UsageError extends Error {
 
 /**
  * Python code that loads the extension (a no-op when it already is) and runs
- * `%ft <line>`.
+ * `%ft <line>`. The magic is called directly: `run_line_magic` would expand `{...}`
+ * and `$name` in the line first.
  */
 export function ftMagicCode(line: string): string {
   return (
     'get_ipython().extension_manager.load_extension("ft_notebook")\n' +
-    `get_ipython().run_line_magic("ft", ${pythonString(line)})`
+    `get_ipython().find_line_magic("ft")(${pythonString(line)})`
   );
 }
 

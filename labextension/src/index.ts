@@ -45,7 +45,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
   ): void => {
     const api = new FtApi(app.serviceManager.serverSettings);
     const poller = new Poller<IResilience>({
-      fetch: () => fetchResilience(api, tracker?.currentWidget?.context.path ?? null)
+      // localPath: without a drive prefix (e.g. "RTC:"), as the kernel's path has it
+      fetch: () => fetchResilience(api, tracker?.currentWidget?.context.localPath ?? null)
     });
 
     const panel = new ResiliencePanel({

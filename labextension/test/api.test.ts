@@ -3,12 +3,15 @@ import { describe, expect, it } from 'vitest';
 import { errorFromResponse, SERVER_EXTENSION_MISSING_MESSAGE } from '../src/api';
 
 describe('errorFromResponse', () => {
-  it('a 404 on clusters means the server extension is missing', () => {
-    const error = errorFromResponse('clusters', 404, '<html>404: Not Found</html>');
-    expect(error.kind).toBe('server-extension-missing');
-    expect(error.message).toBe(SERVER_EXTENSION_MISSING_MESSAGE);
-    expect(error.message).toContain('jupyter server extension enable ft_notebook');
-  });
+  it.each(['clusters', 'runs'])(
+    'a 404 page on %s (whichever answers first) means the server extension is missing',
+    route => {
+      const error = errorFromResponse(route, 404, '<html>404: Not Found</html>');
+      expect(error.kind).toBe('server-extension-missing');
+      expect(error.message).toBe(SERVER_EXTENSION_MISSING_MESSAGE);
+      expect(error.message).toContain('jupyter server extension enable ft_notebook');
+    }
+  );
 
   it('a 404 elsewhere is the server\'s own answer, with its message', () => {
     const body = JSON.stringify({ message: 'No cluster named "x".', reason: 'NotFound' });

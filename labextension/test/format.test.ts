@@ -36,7 +36,7 @@ describe('code the commands run', () => {
   it('the magic code loads the extension, then runs the line', () => {
     expect(ftMagicCode('save')).toBe(
       'get_ipython().extension_manager.load_extension("ft_notebook")\n' +
-        'get_ipython().run_line_magic("ft", "save")'
+        'get_ipython().find_line_magic("ft")("save")'
     );
   });
 

@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from 'vitest';
 
 import { ApiError, SERVER_EXTENSION_MISSING_MESSAGE } from '../src/api';
 import type { IResilience, IViewState } from '../src/state';
-import { renderCluster, renderTile } from '../src/view/clusters';
+import { isWebUrl, renderCluster, renderTile } from '../src/view/clusters';
 import { EMPTY_MESSAGE, IPanelActions, renderPanel } from '../src/view/panel';
 import { RECENT_FINISHED_RUNS, renderRun, renderRuns, updateAges } from '../src/view/runs';
 import { cluster, NOW_MS, recovery, run, snapshot, worker } from './fixtures';
@@ -73,6 +73,17 @@ describe('worker tiles', () => {
     const tile = renderTile(worker({ name: '<b>x</b>' }));
     expect(tile.querySelector('b')).toBeNull();
     expect(text(tile, '.jp-ft-tile-name')).toBe('<b>x</b>');
+  });
+});
+
+describe('dashboard links', () => {
+  it('take only http and https URLs', () => {
+    expect(isWebUrl('http://127.0.0.1:8787/status')).toBe(true);
+    expect(isWebUrl('https://lab.example.org/proxy/8787/status')).toBe(true);
+    expect(isWebUrl('javascript:alert(1)')).toBe(false);
+    expect(isWebUrl('file:///etc/passwd')).toBe(false);
+    expect(isWebUrl(null)).toBe(false);
+    expect(isWebUrl('not a url')).toBe(false);
   });
 });
 

@@ -160,7 +160,7 @@ def test_the_panel_and_status_bar_follow_a_killed_worker(
         worker.kill()
         killed_at = time.monotonic()
         replacement = poll_for(
-            lambda: next((c for c in daemon.children() if c.pid not in before), None),
+            lambda: next((c for c in daemon.children() if _new_worker(c, before)), None),
             timeout=10,
             max_interval=0.005,
             what="the nanny spawning a replacement",
@@ -182,6 +182,14 @@ def test_the_panel_and_status_bar_follow_a_killed_worker(
     assert "1" in healthy_seen, healthy_seen
     assert "2/2" in status_text, status_text
     assert restarts == "restarted 1×", restarts
+
+
+def _new_worker(process: psutil.Process, before: set[int]) -> bool:
+    """A worker process the nanny spawned since ``before`` (multiprocessing's spawn)."""
+    try:
+        return process.pid not in before and "spawn_main" in " ".join(process.cmdline())
+    except psutil.Error:  # gone meanwhile
+        return False
 
 
 def _snapshots(lab: Lab, notebook: str) -> list[dict[str, Any]]:

@@ -15,12 +15,12 @@ export function renderCluster(view: IClusterView): HTMLElement {
     { class: 'jp-ft-cluster-header' },
     h('span', { class: 'jp-ft-cluster-name' }, cluster.name),
     h('span', { class: 'jp-ft-cluster-address' }, cluster.address),
-    cluster.dashboard &&
+    isWebUrl(cluster.dashboard) &&
       h(
         'a',
         {
           class: 'jp-ft-cluster-dashboard',
-          href: cluster.dashboard,
+          href: cluster.dashboard as string,
           target: '_blank',
           rel: 'noopener noreferrer'
         },
@@ -97,4 +97,16 @@ export function gpuText(worker: WorkerStatus): string | null {
     parts.push(`${worker.gpu_utilization} %`);
   }
   return parts.length === 0 ? null : `GPU ${parts.join(' · ')}`;
+}
+
+/** Only http(s) links from the registry: never `javascript:` or other schemes. */
+export function isWebUrl(url: string | null): boolean {
+  if (!url) {
+    return false;
+  }
+  try {
+    return ['http:', 'https:'].includes(new URL(url).protocol);
+  } catch {
+    return false;
+  }
 }
