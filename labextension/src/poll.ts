@@ -3,8 +3,10 @@
  * the server twice for the same thing.
  *
  * Guarantees:
- * - at most one fetch in flight, and a fetch starts at least `interval` ms after the
- *   previous one ended (2 s by default);
+ * - at most one fetch in flight; the next one starts `interval` ms after the previous
+ *   one ended (2 s by default), or, asked for by `refresh()` or a consumer that shows
+ *   again, as soon as `interval` has passed since the previous one started (a refresh
+ *   asked for while a fetch is in flight is kept for after it);
  * - after n failures in a row the wait is `interval * 2^n`, at most `maxInterval`
  *   (4 s, 8 s, 16 s, 30 s, 30 s …); one success brings it back to `interval`;
  * - nothing is fetched while the page is hidden or no consumer is visible; when one
@@ -127,6 +129,10 @@ export class Poller<T> implements IDisposable {
 
   /** Fetch as soon as the interval allows, e.g. after the active notebook changed. */
   refresh(): void {
+    if (this._inFlight) {
+      this._refreshAfter = true; // its end would overwrite the due time set now
+      return;
+    }
     this._update(true);
   }
 
@@ -187,7 +193,9 @@ export class Poller<T> implements IDisposable {
     this._due = at + this._delay;
     this._result = { value, error, at, nextDelay: this._delay };
     this._changed.emit(this._result);
-    this._update();
+    const soon = this._refreshAfter;
+    this._refreshAfter = false;
+    this._update(soon);
   }
 
   private _clearTimer(): void {
@@ -212,5 +220,6 @@ export class Poller<T> implements IDisposable {
   private _lastStart: number | null = null;
   private _timer: unknown = null;
   private _inFlight = false;
+  private _refreshAfter = false;
   private _disposed = false;
 }

@@ -71,6 +71,27 @@ describe('Poller', () => {
     poller.dispose();
   });
 
+  it('keeps a refresh asked for during a fetch for right after it', async () => {
+    const calls: number[] = [];
+    let finish: () => void = () => undefined;
+    const fetch = vi.fn(() => {
+      calls.push(Date.now());
+      return new Promise<number>(resolve => {
+        finish = () => resolve(calls.length);
+      });
+    });
+    const poller = new Poller({ fetch, visibility: page });
+    poller.setConsumerVisible('panel', true);
+    await vi.advanceTimersByTimeAsync(1_000); // the first fetch is still in flight
+    poller.refresh();
+    await vi.advanceTimersByTimeAsync(1_500);
+    finish(); // ends at 2.5 s: 2 s after its start has passed
+    await vi.advanceTimersByTimeAsync(0);
+    expect(calls.map(t => t - start)).toEqual([0, 2500]); // not at 4.5 s
+    finish();
+    poller.dispose();
+  });
+
   it('backs off 4, 8, 16, 30, 30 s on errors and keeps the last good value', async () => {
     const { calls, state, fetch } = recorder();
     const poller = new Poller({ fetch, visibility: page });
