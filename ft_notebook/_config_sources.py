@@ -9,7 +9,10 @@ unit test holds the two side by side. Where Dask is loaded, ``dask.config`` is t
 truth, ``dask.config.set`` included.
 
 Not mirrored: Dask's renames of its own deprecated keys, which never touch
-``ft-notebook``.
+``ft-notebook``. One difference in timing: Dask reads files and environment when it
+is imported (and on ``dask.config.refresh()``), this module whenever the settings are
+read; so a ``DASK_FT_NOTEBOOK__...`` variable set in a running process is seen by
+``reload_config()`` only while Dask is not loaded (after that, refresh Dask's config).
 """
 
 from __future__ import annotations
