@@ -68,59 +68,79 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class LabServer:
+    """A ``jupyter lab`` process that can be stopped and started again on the same
+    port and token (a page open on it then sees the server go and come back)."""
+
+    def __init__(
+        self, root: Path, work: Path, env: Mapping[str, str] | None = None, args: Sequence[str] = ()
+    ) -> None:
+        port, token = _free_port(), uuid.uuid4().hex
+        self.lab = Lab(f"http://127.0.0.1:{port}", token, work / "lab.log")
+        # no "fetch news?" toast over the page
+        settings = work / "lab-settings" / "@jupyterlab" / "apputils-extension"
+        settings.mkdir(parents=True)
+        (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+        self.env = dict(
+            os.environ,
+            JUPYTERLAB_SETTINGS_DIR=str(work / "lab-settings"),
+            JUPYTERLAB_WORKSPACES_DIR=str(work / "lab-workspaces"),
+            **(env or {}),
+        )
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",
+            f"--port={port}",
+            "--ServerApp.ip=127.0.0.1",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--LabApp.news_url=None",
+            "--LabApp.expose_app_in_browser=True",
+            *args,
+        ]
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Lab:
+        with self.lab.log.open("a") as log:  # the child keeps its own copy of the fd
+            self._process = subprocess.Popen(
+                self.cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        poll_for(self._up, timeout=60, what="jupyter lab answering")
+        return self.lab
+
+    def stop(self) -> None:
+        server, self._process = self._process, None
+        if server is None:
+            return
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+
+    def _up(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.lab.url("api/status"), timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+
 @contextlib.contextmanager
 def run_lab(
     root: Path, work: Path, env: Mapping[str, str] | None = None, args: Sequence[str] = ()
 ) -> Iterator[Lab]:
     """``jupyter lab`` serving ``root``; its settings, workspaces and log in ``work``;
     ``args``: more command-line options."""
-    port, token = _free_port(), uuid.uuid4().hex
-    # no "fetch news?" toast over the page
-    settings = work / "lab-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    full_env = dict(
-        os.environ,
-        JUPYTERLAB_SETTINGS_DIR=str(work / "lab-settings"),
-        JUPYTERLAB_WORKSPACES_DIR=str(work / "lab-workspaces"),
-        **(env or {}),
-    )
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyterlab",
-        "--no-browser",
-        "--allow-root",
-        f"--port={port}",
-        "--ServerApp.ip=127.0.0.1",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={root}",
-        "--LabApp.news_url=None",
-        "--LabApp.expose_app_in_browser=True",
-        *args,
-    ]
-    log_path = work / "lab.log"
-    with log_path.open("w") as log:
-        server = subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT)
-        lab = Lab(f"http://127.0.0.1:{port}", token, log_path)
-
-        def up() -> bool:
-            try:
-                with urllib.request.urlopen(lab.url("api/status"), timeout=2) as r:
-                    return bool(r.status == 200)
-            except OSError:
-                return False
-
-        try:
-            poll_for(up, timeout=60, what="jupyter lab answering")
-            yield lab
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait(timeout=10)
+    server = LabServer(root, work, env, args)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
 
 
 @contextlib.contextmanager

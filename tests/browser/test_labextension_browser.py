@@ -18,7 +18,16 @@ from typing import Any
 import nbformat
 import psutil
 import pytest
-from _lab import KERNEL_IDLE, ROOT, Lab, needs_chromium, open_page, run_lab, screenshot
+from _lab import (
+    KERNEL_IDLE,
+    ROOT,
+    Lab,
+    LabServer,
+    needs_chromium,
+    open_page,
+    run_lab,
+    screenshot,
+)
 
 from ft_notebook.cluster import cluster, down, status
 from ft_notebook.testing import poll_for
@@ -116,6 +125,28 @@ def test_the_panel_says_why_it_has_nothing_to_show(
         text = message.inner_text()
         screenshot(page, f"labextension-{kind}")
     assert says in text, text
+
+
+def test_the_panel_and_status_bar_survive_a_restart_of_the_server(tmp_path: Path) -> None:
+    """The server goes away under an open page: the status bar says so (the poller
+    backs off); the server comes back on the same port: the panel recovers alone."""
+    root = tmp_path / "notebooks"
+    root.mkdir()
+    server = LabServer(root, tmp_path, {"DASK_FT_NOTEBOOK__DATA_DIR": str(tmp_path / "data")})
+    lab = server.start()
+    try:
+        with open_page(lab, "lab?reset", "labextension-server-restart") as page:
+            page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:open-panel')")
+            page.wait_for_selector('.jp-ft-message[data-kind="empty"]')
+            server.stop()
+            page.wait_for_selector('.jp-ft-status[data-state="error"]', timeout=30_000)
+            screenshot(page, "labextension-server-gone")
+            server.start()
+            # the poller's backoff is at most 30 s; the page's own reconnects are separate
+            page.wait_for_selector('.jp-ft-status[data-state="none"]', timeout=45_000)
+            page.wait_for_selector('.jp-ft-message[data-kind="empty"]', timeout=5_000)
+    finally:
+        server.stop()
 
 
 def test_the_panel_and_status_bar_follow_a_killed_worker(
