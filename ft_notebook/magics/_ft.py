@@ -29,7 +29,7 @@ _USAGE = """%ft SUBCOMMAND [options]      (%ft SUBCOMMAND --help for its options
   %ft auto on|off             snapshot the namespace after every successful cell
   %%ft checkpoint             run the cell as a transaction: roll back if it raises
   %ft save [NAME]             snapshot now (a NAME keeps it beside the latest)
-  %ft restore [NAME|latest]   bring a snapshot's variables back
+  %ft restore [NAME|latest]   bring a snapshot's variables back (--from NOTEBOOK)
   %ft list                    the snapshots of this notebook
   %ft status                  what ft_notebook is doing in this kernel
   %ft cluster up|down|status|attach   your private Dask cluster
@@ -69,6 +69,12 @@ class FTMagics(Magics):
         p = self._add("restore", "Bring a snapshot's variables back.", self._restore, cell=False)
         p.add_argument("name", nargs="?", default="latest")
         p.add_argument("--vars", type=_names, help="comma-separated names (default: all)")
+        p.add_argument(
+            "--from",
+            dest="source",
+            metavar="NOTEBOOK",
+            help="another notebook's snapshots, e.g. this one's before a rename",
+        )
         self._add("list", "The snapshots of this notebook.", self._list, cell=False)
         self._add("status", "What ft_notebook does in this kernel.", self._status, cell=False)
         add_cluster_parsers(lambda *a: self._add(*a, cell=False))
@@ -131,7 +137,7 @@ class FTMagics(Magics):
         _render.saved(self.snapshots.save(args.name, args.vars))
 
     def _restore(self, args: argparse.Namespace, cell: str | None) -> None:
-        _render.restored(self.snapshots.restore(args.name, args.vars))
+        _render.restored(self.snapshots.restore(args.name, args.vars, source=args.source))
 
     def _list(self, args: argparse.Namespace, cell: str | None) -> None:
         _render.listing(self.snapshots.session.list())

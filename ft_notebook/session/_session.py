@@ -9,6 +9,7 @@ snapshot and the named (pinned) ones.
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import logging
 import threading
@@ -189,14 +190,18 @@ class NotebookSession:
         namespace: dict[str, Any],
         name: str = LATEST,
         names: Iterable[str] | None = None,
+        *,
+        source: str | None = None,
     ) -> RestoreReport:
-        """Put the snapshot's variables (or ``names`` of them) back into ``namespace``."""
+        """Put the snapshot's variables (or ``names`` of them) back into ``namespace``;
+        ``source``: another notebook's key, e.g. this one's before it was renamed."""
         label = checked_name(name, "snapshot name")
+        notebook = self.notebook if source is None else checked_name(source, "notebook key")
         self.wait()
         try:
-            raw = self.store.open_raw(self.notebook, self._step_of(label), allow_pickle=True)
+            raw = self.store.open_raw(notebook, self._step_of(label, notebook), allow_pickle=True)
         except CheckpointNotFound:
-            raise self._missing(label) from None
+            raise self._missing(label, notebook) from None
         manifest = raw.state
         _check_versions(manifest)
         entries = {n: _entry_from_json(n, v) for n, v in manifest["variables"].items()}
@@ -237,10 +242,10 @@ class NotebookSession:
             )
         return rows
 
-    def _step_of(self, label: str) -> int:
-        named = [i.step for i in self.store.list(self.notebook) if i.metadata.get("name") == label]
+    def _step_of(self, label: str, notebook: str) -> int:
+        named = [i.step for i in self.store.list(notebook) if i.metadata.get("name") == label]
         if not named:
-            raise self._missing(label)
+            raise self._missing(label, notebook)
         return named[-1]
 
     def _prune(self, label: str, step: int) -> None:
@@ -250,12 +255,31 @@ class NotebookSession:
             if info.step < step and info.metadata.get("name") == label:
                 self.store.delete(self.notebook, info.step)
 
-    def _missing(self, label: str) -> SnapshotError:
-        known = sorted({str(r["name"]) for r in self.list()}) or ["none yet"]
-        return SnapshotError(
-            f"There is no snapshot {label!r} of notebook {self.notebook!r} (snapshots: "
+    def _missing(self, label: str, notebook: str) -> SnapshotError:
+        infos = self.store.list(notebook)
+        known = sorted({str(i.metadata.get("name", "?")) for i in infos}) or ["none yet"]
+        text = (
+            f"There is no snapshot {label!r} of notebook {notebook!r} (snapshots: "
             f"{', '.join(known)}). Take one with `%ft save` or turn on `%ft auto on`."
         )
+        others = [] if infos else self._other_notebooks(notebook)
+        if others:  # a notebook renamed or moved since: its snapshots are under its old key
+            text += (
+                f" Other notebooks have snapshots, newest first: {', '.join(others)}. If "
+                f"this notebook was renamed or moved, restore its old state with "
+                f"`%ft restore --from {others[0].split()[0]}`."
+            )
+        return SnapshotError(text)
+
+    def _other_notebooks(self, notebook: str, most: int = 5) -> builtins.list[str]:
+        """``key (N min ago)`` of the notebooks with snapshots in the store, newest first."""
+        newest = []
+        for key in self.store.runs():
+            infos = self.store.list(key) if key != notebook else []
+            if infos:
+                newest.append((infos[-1].time, key))
+        now = time.time()
+        return [f"{key} ({_ago(now - t)})" for t, key in sorted(newest, reverse=True)[:most]]
 
 
 def _import_modules(modules: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -294,3 +318,11 @@ def _entry_from_json(name: str, raw: Mapping[str, Any]) -> VarEntry:
     }
     fields = {k: v for k, v in raw.items() if k not in ("buffers", "name")}
     return VarEntry(name=name, buffers=buffers, **fields)
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s ago"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.0f} h ago"

@@ -85,8 +85,10 @@ class ShellSnapshots:
         self.last = info  # committed: an explicit save returns once it is durable
         return info
 
-    def restore(self, name: str = "latest", names: list[str] | None = None) -> RestoreReport:
-        return self.session.restore(self.shell.user_ns, name, names)
+    def restore(
+        self, name: str = "latest", names: list[str] | None = None, *, source: str | None = None
+    ) -> RestoreReport:
+        return self.session.restore(self.shell.user_ns, name, names, source=source)
 
     def transaction(self, cell: str, *, name: str | None, retries: int) -> TransactionOutcome:
         """Run ``cell``; on an exception put every variable back as it was, then retry."""

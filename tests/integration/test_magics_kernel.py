@@ -247,3 +247,24 @@ def _key(nb: KernelSession) -> str:
         .check()
         .stdout.strip()
     )
+
+
+def test_a_renamed_notebook_restores_from_its_old_snapshots(
+    notebook: KernelSession, tmp_path: Path
+) -> None:
+    """A kernel started for the renamed file has a new snapshot key: it is told the
+    old one and restores from it with --from."""
+    notebook.execute("answer = 42\n%ft save").check()
+    env = dict(os.environ, JPY_SESSION_NAME=str(tmp_path / "analysis-v2.ipynb"))
+    renamed = KernelSession(tmp_path / "kernel2.log", cwd=tmp_path, env=env).start()
+    try:
+        renamed.execute("%load_ext ft_notebook").check()
+        missing = renamed.execute("%ft restore")
+        assert missing.error_name == "UsageError", missing
+        old_key = missing.error_value.split("`%ft restore --from ")[1].split("`")[0]
+        assert old_key.startswith("analysis-")
+        out = renamed.execute(f"%ft restore --from {old_key}").check()
+        assert "restored 1 variables" in out.stdout, out.stdout
+        assert renamed.execute("print(answer)").check().stdout.strip() == "42"
+    finally:
+        renamed.shutdown()

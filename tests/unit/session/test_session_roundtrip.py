@@ -224,3 +224,24 @@ def test_a_small_int_elsewhere_does_not_tie_a_list_to_a_variable(tmp_path: Path)
     assert not report.lost
     assert ns["records"][2] == {"id": 2}
     assert (ns["x"], ns["flag"]) == (2, False)
+
+
+def test_a_renamed_notebook_is_pointed_to_its_old_snapshots_and_restores_from_them(
+    tmp_path: Path,
+) -> None:
+    old = Notebook(tmp_path)  # key "nb"
+    old.run("x = [1, 2, 3]")
+    old.session.wait()
+    renamed = NotebookSession(old.store, "nb-renamed")
+    ns: dict[str, Any] = {}
+    with pytest.raises(SnapshotError, match=r"`%ft restore --from nb`") as missing:
+        renamed.restore(ns)
+    assert "nb (" in str(missing.value)  # listed with its age
+    assert ns == {}
+    with pytest.raises(UnsafeName):
+        renamed.restore(ns, source="../nb")
+    renamed.restore(ns, source="nb")
+    assert ns["x"] == [1, 2, 3]
+    renamed.snapshot(ns, 1)  # from now on under the new key
+    renamed.wait()
+    assert [r["name"] for r in renamed.list()] == ["latest"]
