@@ -4,7 +4,8 @@ It lives in the scheduler, so a run goes on when the notebook kernel that starte
 dies. It starts one rank actor per worker, decides the generations (which workers
 train together, and how their group is made), and keeps the run's record: state,
 step, history, recoveries, errors. It learns of deaths and hangs from the control
-plane's membership listener, and of everything else from the ranks' reports.
+plane's membership listener, and of everything else from the ranks' reports
+(handled in :mod:`._reports`; the watchdog is :mod:`._watch`).
 
 Recovery (see :mod:`._protocol`): a single lost rank of a generation whose survivor
 groups are ready takes the fast path (``survive``: no rendezvous); anything else, or
@@ -16,7 +17,6 @@ is admitted by a new generation once it is ready.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import time
 from typing import Any
@@ -27,29 +27,25 @@ from distributed.protocol.serialize import Serialized, deserialize
 
 from ft_notebook.cluster.plugins import control_plane
 from ft_notebook.events import (
-    CheckpointFailed,
     Health,
     HealthChanged,
-    RecoveryCompleted,
-    RolledBack,
     RunState,
     RunStateChanged,
-    StepSkipped,
     publish,
     run_topic,
 )
 from ft_notebook.train import _rank
-from ft_notebook.train._protocol import REPORT_TOPIC, Plan, Report
+from ft_notebook.train._protocol import Plan
 from ft_notebook.train._record import Options, Record, name_key
+from ft_notebook.train._reports import RunReports
 from ft_notebook.train._watch import RunWatch
 
 logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "ft-notebook-runs"
-_HISTORY_MAX = 2000
 
 
-class RunCoordinator(RunWatch, SchedulerPlugin):
+class RunCoordinator(RunReports, RunWatch, SchedulerPlugin):
     name = PLUGIN_NAME
     idempotent = True
 
@@ -304,192 +300,6 @@ class RunCoordinator(RunWatch, SchedulerPlugin):
                 "generation": plan.gen,
             }
 
-    # ---- reports (from the ranks, through the event log)
-
-    def log_event(self, topic: str, msg: Any) -> None:
-        if topic != REPORT_TOPIC or not isinstance(msg, dict):
-            return
-        report = Report.from_wire(msg)
-        record = self.runs.get(report.run)
-        if record is None or record.finished:
-            return
-        if report.data.get("incarnation", record.incarnation) != record.incarnation:
-            return  # a late report of an earlier run of this name
-        try:
-            self._on_report(record, report)
-        except Exception:
-            logger.exception("could not handle the report %r", report)
-
-    def _on_report(self, record: Record, r: Report) -> None:
-        record.highest_step = max(record.highest_step, r.step)
-        plan = record.plan
-        kind = r.kind
-        if kind == "ready":
-            record.ready.add(r.name)
-            if r.step > 0 and plan is None:
-                record.resumed_from = max(record.resumed_from or 0, r.step)
-            if plan is not None:
-                self._admit(record)
-        elif kind == "synced":
-            record.synced.setdefault(r.gen, set()).add(r.name)
-            record.step = max(record.step, r.step)
-            if plan is not None and r.gen == plan.gen and record.synced[r.gen] >= set(plan.members):
-                record.last_advance = time.time()
-                if record.pending is None:
-                    if record.state is not RunState.RUNNING:
-                        self._set_state(record, RunState.RUNNING, f"{len(plan.members)} workers")
-                    self._update_health(record)
-        elif kind == "prepared":
-            gen = int(r.data.get("prepared_gen", r.gen))
-            record.prepared.setdefault(gen, set()).add(r.name)
-        elif kind == "progress":
-            self._progress(record, r)
-        elif kind == "eval":
-            self._evaluated(record, r)
-        elif kind == "resumed":
-            self._resumed(record, r)
-        elif kind == "nonfinite":
-            record.nonfinite += 1
-            step, streak = int(r.data.get("at_step", r.step)), int(r.data.get("streak", 1))
-            record.notes.append({"kind": kind, "time": r.time, "step": step})
-            self._publish(record, StepSkipped(skipped_step=step, streak=streak))
-        elif kind == "rollback":
-            record.notes.append({"kind": kind, "time": r.time, **r.data})
-            self._publish(
-                record,
-                RolledBack(
-                    from_step=int(r.data["from_step"]),
-                    to_step=int(r.data["to_step"]),
-                    skipped_steps=tuple(int(s) for s in r.data.get("skipped", [])),
-                ),
-            )
-        elif kind == "checkpoint-failed":
-            record.notes.append({"kind": kind, "time": r.time, **r.data})
-            record.lagging = True
-            self._publish(
-                record,
-                CheckpointFailed(
-                    checkpoint_step=r.step,
-                    error=str(r.data.get("error", "")),
-                    retry_at_step=int(r.data.get("retry_at", 0)),
-                ),
-            )
-        elif kind == "checkpoint":
-            record.checkpoint = r.data.get("checkpoint_step")
-            record.lagging = False
-        elif kind == "peer-failed":
-            if plan is not None and r.data.get("plan", r.gen) == plan.gen:
-                # a collective failed before the control plane heard of a loss: give the
-                # loss a moment to arrive, else form the same members again
-                asyncio.get_running_loop().call_later(0.5, self._reform_if_stuck, record, plan.gen)
-        elif kind == "done":
-            record.step, record.epoch = r.step, int(r.data.get("epoch", record.epoch))
-            record.loss = r.data.get("loss", record.loss)
-            if r.data.get("checkpoint") is not None:
-                record.checkpoint = r.data["checkpoint"]
-            self._finish(record, RunState.COMPLETED, f"{r.step} steps")
-        elif kind == "error":
-            record.errors[r.name] = {
-                "error": str(r.data.get("error", "")),
-                "traceback": str(r.data.get("traceback", "")),
-            }
-            self._finish(record, RunState.FAILED, f"{r.name}: {r.data.get('error')}")
-
-    def _progress(self, record: Record, r: Report) -> None:
-        d = r.data
-        now = time.time()
-        if r.step > record.step:
-            record.last_advance = now
-            rate = d.get("steps_per_s") or 0
-            record.steps_per_s = float(rate)
-            if rate:
-                record.step_times = ([*record.step_times, 1.0 / float(rate)])[-50:]
-        record.step, record.epoch, record.loss = r.step, int(d.get("epoch", 0)), d.get("loss")
-        point = {
-            "step": r.step,
-            "time": r.time,
-            "loss": d.get("loss"),
-            "steps_per_s": d.get("steps_per_s"),
-            "samples_per_s": d.get("samples_per_s"),
-            "world_size": d.get("world"),
-        }
-        if "lagging" in d:  # rank 0's view: failing saves, or saves queued behind a slow one
-            record.lagging = bool(d["lagging"])
-        if r.step % record.history_every == 0:
-            record.history.append(point)
-        _trim_history(record)
-
-    def _evaluated(self, record: Record, r: Report) -> None:
-        """An evaluation (run in the background on rank 0) finished: its result goes
-        into the history at the step whose weights it evaluated."""
-        step = int(r.data.get("eval_step", r.step))
-        result: dict[str, Any] = {"eval_time": r.time}  # when it finished
-        if "eval" in r.data:
-            result["eval"] = r.data["eval"]
-        if "eval_error" in r.data:
-            result["eval_error"] = r.data["eval_error"]
-        for point in reversed(record.history):
-            if point["step"] == step:
-                point.update(result)
-                return
-            if point["step"] < step:
-                break
-        point = {"step": step, "time": r.time, "loss": None, "steps_per_s": None}
-        point.update(samples_per_s=None, world_size=None, **result)
-        bisect.insort(record.history, point, key=lambda p: p["step"])
-        _trim_history(record)
-
-    def _resumed(self, record: Record, r: Report) -> None:
-        for name, join in list(record.admitting.items()):
-            if join["generation"] <= r.gen:  # the joiner trained in this generation
-                del record.admitting[name]
-                join = {
-                    **join,
-                    "trained_at": r.time,
-                    "rejoin_s": round(r.time - join["arrived_at"], 3),
-                }
-                record.joins.append(join)
-        pending, plan = record.pending, record.plan
-        if pending is None or plan is None or r.gen != plan.gen:
-            return
-        record.pending = None
-        lost = max(0, int(pending["highest_step"]) - int(r.data.get("synced_step", r.step)))
-        recovery = {
-            "cause": pending["cause"],
-            "detected_at": pending["detected_at"],
-            "resumed_at": r.time,
-            "rto_s": round(r.time - pending["detected_at"], 4),
-            "steps_lost": lost,
-            "workers_before": pending["workers_before"],
-            "workers_after": len(plan.members),
-            "how": plan.how,
-            "generation": plan.gen,
-            "step": r.step,
-        }
-        record.recoveries.append(recovery)
-        record.step = max(record.step, r.step)
-        record.last_advance = time.time()
-        self._publish(
-            record,
-            RecoveryCompleted(
-                cause=recovery["cause"],
-                rto_s=recovery["rto_s"],
-                steps_lost=lost,
-                workers_before=recovery["workers_before"],
-                workers_after=recovery["workers_after"],
-            ),
-        )
-        self._set_state(record, RunState.RUNNING, f"recovered with {len(plan.members)} workers")
-        self._update_health(record)
-
-    def _reform_if_stuck(self, record: Record, gen: int) -> None:
-        plan = record.plan
-        if record.finished or plan is None or plan.gen != gen:
-            return
-        members = [m for m in plan.members if m in record.actors]
-        if len(members) >= record.options.min_workers and members:
-            self._new_plan(record, members, how="form")
-
     # ---- state
 
     def _finish(self, record: Record, state: RunState, reason: str) -> None:
@@ -540,17 +350,3 @@ def coordinator(scheduler: Any) -> RunCoordinator:
 
         raise TrainingError("The scheduler has no run coordinator; ft.fit installs it.")
     return plugin
-
-
-def _trim_history(record: Record) -> None:
-    """Keep a run's history within :data:`_HISTORY_MAX` points: every other progress
-    point goes (and later ones are kept half as often); evaluations, sparse and
-    wanted, stay unless they alone fill half of it, then every other one goes too."""
-    if len(record.history) <= _HISTORY_MAX:
-        return
-    evals = [p for p in record.history if "eval_time" in p]
-    progress = [p for p in record.history if "eval_time" not in p][::2]
-    record.history_every *= 2
-    if len(evals) > _HISTORY_MAX // 2:
-        evals = evals[::-2][::-1]  # the newest stays
-    record.history = sorted(progress + evals, key=lambda p: p["step"])

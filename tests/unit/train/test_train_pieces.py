@@ -280,7 +280,7 @@ def _progress(step: int, **data: Any) -> Report:
 
 
 def test_evaluations_land_at_their_step_and_the_history_stays_bounded() -> None:
-    from ft_notebook.train import _coordinator
+    from ft_notebook.train import _reports
 
     coordinator, record = RunCoordinator(), Record("r", b"", Options())
     for step in range(1, 11):
@@ -289,7 +289,7 @@ def test_evaluations_land_at_their_step_and_the_history_stays_bounded() -> None:
     coordinator._evaluated(record, late)
     [at4] = [p for p in record.history if p["step"] == 4]
     assert (at4["eval"], at4["eval_time"], at4["loss"]) == ({"acc": 0.5}, 99.0, 1.0)
-    limit = _coordinator._HISTORY_MAX
+    limit = _reports._HISTORY_MAX
     for step in range(11, 3 * limit):
         coordinator._progress(record, _progress(step))
         if step % 2:  # more evaluations than the history holds
