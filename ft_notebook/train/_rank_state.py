@@ -1,0 +1,185 @@
+"""A rank's state: agreeing on it with the other ranks, saving it, going back to it.
+
+A mixin of :class:`~ft_notebook.train._rank.RankActor`. After any change of group
+the ranks agree on the newest committed step (MAX); the lowest rank that holds it
+sends its state (``torch.save`` bytes, loaded with ``weights_only=True``); if no
+member holds one, they read the newest durable checkpoint. Durable checkpoints go
+out asynchronously; too many non-finite steps in a row roll the run back to one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ft_notebook.train._groups import PeerFailed
+
+if TYPE_CHECKING:
+    from ft_notebook.train._groups import Generation, Waker
+    from ft_notebook.train._protocol import Plan
+
+#: A checkpoint that holds up training longer than this says so in the rank's log.
+_STALL_WORTH_LOGGING_S = 0.05
+
+
+class RankState:
+    """Collectives, state agreement and checkpoints of one rank."""
+
+    gen: Generation | None
+    current: Plan | None
+    waker: Waker
+    step: int
+    skip: set[int]
+    nonfinite_total: int
+    trainer: Any
+    durable: Any
+    spec: Any
+
+    if TYPE_CHECKING:  # provided by the rank actor
+
+        def log(self, message: str) -> None: ...
+        def report(self, kind: str, **data: Any) -> None: ...
+        def set_phase(self, phase: str) -> None: ...
+
+    # -- collectives
+
+    def _allreduce(self, tensor: Any, op: str, what: str) -> None:
+        import torch.distributed as dist
+
+        assert self.gen is not None
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = getattr(dist.ReduceOp, op)
+        try:
+            work = self.gen.group.allreduce([tensor], opts)
+        except Exception as e:  # e.g. NCCL connecting lazily to a dead peer
+            raise PeerFailed(f"{what} could not start: {e}") from e
+        self.waker.wait(work, what)
+
+    def _broadcast(self, tensor: Any, src: int, what: str) -> None:
+        import torch.distributed as dist
+
+        assert self.gen is not None
+        opts = dist.BroadcastOptions()
+        opts.rootRank, opts.rootTensor = src, 0
+        try:
+            work = self.gen.group.broadcast([tensor], opts)
+        except Exception as e:
+            raise PeerFailed(f"{what} could not start: {e}") from e
+        self.waker.wait(work, what)
+
+    def _sync(self) -> None:
+        """Agree on the newest committed step; whoever lacks it gets it from a peer."""
+        import torch
+
+        assert self.gen is not None
+        self.set_phase("sync")
+        device = self.trainer.device
+        steps = torch.tensor([self.step, -self.step], dtype=torch.int64, device=device)
+        self._allreduce(steps, "MAX", "agreeing on the committed step")
+        newest, oldest = int(steps[0]), -int(steps[1])
+        plan = self.current
+        if newest < 0 and plan is not None and plan.committed > 0:
+            # every rank that held the state was lost: the newest durable checkpoint
+            self.log(f"no member holds the state of step {plan.committed}: reading the store")
+            self._resume()
+            steps = torch.tensor([self.step, -self.step], dtype=torch.int64, device=device)
+            self._allreduce(steps, "MAX", "agreeing on the checkpoint step")
+            newest, oldest = int(steps[0]), -int(steps[1])
+        if newest == oldest and newest >= 0:
+            return
+        src = torch.tensor(
+            [self.gen.rank if self.step == newest else self.gen.world], device=device
+        )
+        self._allreduce(src, "MIN", "choosing the state's sender")
+        sender = int(src[0])
+        payload = self._state_bytes() if self.gen.rank == sender else b""
+        size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
+        self._broadcast(size, sender, "sending the state's size")
+        data = torch.empty(int(size[0]), dtype=torch.uint8, device=device)
+        if self.gen.rank == sender:
+            data.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
+        self._broadcast(data, sender, "sending the state")
+        if self.gen.rank != sender:
+            self._load_state_bytes(data.cpu().numpy().tobytes())
+        self.step = max(newest, 0)
+        self.log(f"state of step {self.step} from rank {sender}")
+
+    def _state_bytes(self) -> bytes:
+        import io
+
+        import torch
+
+        buf = io.BytesIO()
+        state = self.trainer.state()
+        state["ft"] = {"skip": sorted(self.skip), "nonfinite_total": self.nonfinite_total}
+        torch.save(state, buf)
+        return buf.getvalue()
+
+    def _load_state_bytes(self, data: bytes) -> None:
+        import io
+
+        import torch
+
+        # weights_only: a peer's bytes hold tensors and plain values, never code
+        state = torch.load(io.BytesIO(data), map_location=self.trainer.device, weights_only=True)
+        self.trainer.load_state(state)
+        ft = state.get("ft", {})
+        self.skip = set(ft.get("skip", []))
+        self.nonfinite_total = int(ft.get("nonfinite_total", 0))
+
+    # -- checkpoints
+
+    def _metadata(self) -> dict[str, Any]:
+        cursor = self.trainer.cursor(self.step)
+        return {
+            "epoch": cursor.epoch,
+            "position": cursor.position,
+            "seed": self.spec.seed,
+            "skip": sorted(self.skip),
+            "nonfinite_total": self.nonfinite_total,
+        }
+
+    def _checkpoint(self) -> None:
+        """An asynchronous durable checkpoint; a failing store only delays the next."""
+        committed, error = self.durable.save(self.step, self.trainer.state, self._metadata())
+        if self.durable.last_stall_s > _STALL_WORTH_LOGGING_S:  # e.g. pinned buffers allocated
+            self.log(
+                f"checkpoint at step {self.step}: training paused "
+                f"{self.durable.last_stall_s:.3f} s to copy the state"
+            )
+        if committed is not None:
+            self.report("checkpoint", checkpoint_step=committed)
+        if error is not None:
+            retry = self.durable.retry_at
+            self.log(f"checkpoint at step {self.step} failed ({error}); next try at step {retry}")
+            self.report("checkpoint-failed", error=str(error)[:500], retry_at=retry)
+
+    def _resume(self) -> None:
+        ckpt = self.durable.newest()
+        if ckpt is None:
+            self.log("resume: no checkpoint yet; starting from scratch")
+            return
+        self.trainer.load_state(ckpt.state)
+        self.step = ckpt.step
+        self.skip = set(ckpt.metadata.get("skip", []))
+        self.nonfinite_total = int(ckpt.metadata.get("nonfinite_total", 0))
+        self.log(f"resumed from the checkpoint of step {ckpt.step}")
+
+    def _rollback(self, streak: int) -> None:
+        """Too many non-finite steps in a row: back to the newest durable checkpoint
+        (or the initial state), keeping the offending steps marked to be skipped."""
+        skip = set(self.skip)
+        ckpt = self.durable.newest()
+        if ckpt is not None:
+            self.trainer.load_state(ckpt.state)
+        else:
+            from ft_notebook.train._trainer import Trainer
+
+            self.trainer = Trainer(self.spec, self.trainer.device)
+        self.skip = skip
+        came_from, self.step = self.step, ckpt.step if ckpt is not None else 0
+        self._sync()  # ranks may have read different checkpoints: agree on the newest
+        self.log(f"{streak} non-finite steps in a row: rolled back to step {self.step}")
+        if self.gen is not None and self.gen.rank == 0:
+            self.report(
+                "rollback", to_step=self.step, from_step=came_from, skipped=sorted(skip)[-streak:]
+            )
