@@ -19,16 +19,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from ft_notebook.train._protocol import plain
+
 #: How long a due evaluation waits for the one before (it holds up training meanwhile).
 _GRACE_S = 1.0
 #: How long the end of a run waits for its last evaluation before it finishes anyway.
 FINAL_WAIT_S = 300.0
-
-
-def plain(x: Any) -> Any:
-    """A float for JSON: NaN and infinity as strings."""
-    x = float(x)
-    return x if x == x and abs(x) != float("inf") else str(x)
 
 
 class BackgroundEval:

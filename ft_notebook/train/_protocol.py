@@ -83,3 +83,9 @@ class Report:
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Report:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def plain(x: Any) -> Any:
+    """A float for a report (JSON): NaN and infinity as strings."""
+    x = float(x)
+    return x if x == x and abs(x) != float("inf") else str(x)

@@ -26,7 +26,7 @@ from typing import Any
 
 from ft_notebook.exceptions import RendezvousTimeout
 from ft_notebook.train._durable import DurableCheckpoints
-from ft_notebook.train._eval import BackgroundEval, plain
+from ft_notebook.train._eval import BackgroundEval
 from ft_notebook.train._groups import (
     Generation,
     Interrupted,
@@ -36,7 +36,7 @@ from ft_notebook.train._groups import (
     form_interruptibly,
     make_group,
 )
-from ft_notebook.train._protocol import REPORT_TOPIC, Plan, Report
+from ft_notebook.train._protocol import REPORT_TOPIC, Plan, Report, plain
 from ft_notebook.train._rank_state import RankState
 
 logger = logging.getLogger("ft_notebook.train.rank")

@@ -62,6 +62,17 @@ class Lab:
         return f"{self.base}/{path}{joiner}token={self.token}"
 
 
+def write_notebook(path: Path, cells: Sequence[str]) -> None:
+    """A notebook of code ``cells`` at ``path``, with a kernelspec (without one,
+    JupyterLab asks which kernel to start)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, path)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -10,9 +10,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import nbformat
 import pytest
-from _lab import KERNEL_IDLE, SHOTS, Lab, needs_chromium, open_page, run_lab, screenshot
+from _lab import (
+    KERNEL_IDLE,
+    SHOTS,
+    Lab,
+    needs_chromium,
+    open_page,
+    run_lab,
+    screenshot,
+    write_notebook,
+)
 from distributed import Client
 
 from ft_notebook.testing import training_cluster
@@ -47,17 +55,9 @@ def trio() -> Iterator[Client]:
 def lab(trio: Client, tmp_path: Path, ft_data_dir: Path, unique_name: str) -> Iterator[Lab]:
     """A real ``jupyter lab`` serving a folder with the notebook, whose kernels reach
     the trio."""
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
-    # without a kernelspec, JupyterLab asks which kernel to start
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
     root = tmp_path / "notebooks"
     root.mkdir()
-    nbformat.write(nb, root / "dashboard.ipynb")
+    write_notebook(root / "dashboard.ipynb", CELLS)
     env = {
         "FT_TEST_SCHEDULER": trio.scheduler.address,
         "FT_TEST_RUN": unique_name,

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import psutil
 import pytest
 from _lab import (
@@ -27,6 +26,7 @@ from _lab import (
     open_page,
     run_lab,
     screenshot,
+    write_notebook,
 )
 
 from ft_notebook.cluster import cluster, down, status
@@ -50,17 +50,6 @@ RUN_IN_KERNEL = """async (code) => {
     await future.done;
     return out;
 }"""
-
-
-def _notebook(root: Path, name: str, cells: list[str]) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, root / name)
 
 
 @pytest.fixture
@@ -233,7 +222,7 @@ def _snapshots(lab: Lab, notebook: str) -> list[dict[str, Any]]:
 def test_the_restore_command_brings_a_variable_back_into_a_restarted_kernel(
     lab: Lab, tmp_path: Path
 ) -> None:
-    _notebook(tmp_path / "notebooks", "restore.ipynb", ["secret = 6 * 7"])
+    write_notebook(tmp_path / "notebooks" / "restore.ipynb", ["secret = 6 * 7"])
     with open_page(lab, "lab/tree/restore.ipynb?reset", "labextension-restore") as page:
         page.wait_for_function(KERNEL_IDLE, timeout=90_000)
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
