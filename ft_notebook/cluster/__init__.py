@@ -18,6 +18,8 @@ subclass :class:`~ft_notebook.exceptions.ClusterUnreachable`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ft_notebook.cluster._api import (
     attach,
     cluster,
@@ -29,8 +31,10 @@ from ft_notebook.cluster._api import (
     release,
     rendezvous_address,
 )
-from ft_notebook.cluster._registry import ClusterInfo
-from ft_notebook.cluster._status import WorkerStatus, format_table, status
+
+if TYPE_CHECKING:
+    from ft_notebook.cluster._registry import ClusterInfo
+    from ft_notebook.cluster._status import WorkerStatus, format_table, status
 
 __all__ = [
     "ClusterInfo",
@@ -47,3 +51,17 @@ __all__ = [
     "rendezvous_address",
     "status",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # `import ft_notebook` binds cluster(), clusters() and down() from here; the rest
+    # loads on first use, so that a notebook restore does not pay for it
+    if name == "ClusterInfo":
+        from ft_notebook.cluster._registry import ClusterInfo
+
+        return ClusterInfo
+    if name in ("WorkerStatus", "format_table", "status"):
+        from ft_notebook.cluster import _status
+
+        return getattr(_status, name)
+    raise AttributeError(f"module 'ft_notebook.cluster' has no attribute {name!r}")

@@ -20,12 +20,21 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ft_notebook.cluster._registry import ClusterInfo, Registry
 from ft_notebook.exceptions import ClusterError, ClusterUnreachable
 
 if TYPE_CHECKING:
     from distributed import Client
     from distributed.security import Security
+
+    from ft_notebook.cluster._registry import ClusterInfo, Registry
+
+
+def _registry() -> Registry:
+    # loaded on first use: `import ft_notebook` (and so every %ft restore) need not
+    # pay for the registry and certificate modules
+    from ft_notebook.cluster._registry import Registry
+
+    return Registry.default()
 
 
 def cluster(
@@ -63,7 +72,7 @@ def cluster(
         idle_timeout=idle_timeout,
         port=port,
     )
-    registry = Registry.default()
+    registry = _registry()
     for attempt in range(2):
         with registry.starting(name, timeout=request.start_timeout_s + 60):
             info = registry.get(name)
@@ -201,7 +210,7 @@ def attach(target: Any, *, security: Security | None = None, set_as_default: boo
         )
     address = target
     if "://" not in target and ":" not in target and not Path(target).is_file():
-        info = Registry.default().get(target)
+        info = _registry().get(target)
         if info is None:
             raise ClusterError(
                 f"{target!r} is neither a scheduler address, nor a scheduler file, nor "
@@ -261,7 +270,7 @@ def install_plugins(client: Client) -> None:
 
 def clusters() -> list[ClusterInfo]:
     """Your running clusters (entries of dead ones are pruned on the way)."""
-    return Registry.default().list()
+    return _registry().list()
 
 
 def down(name: str = "default", *, timeout: float = 30.0) -> bool:
@@ -272,7 +281,7 @@ def down(name: str = "default", *, timeout: float = 30.0) -> bool:
     """
     import psutil
 
-    registry = Registry.default()
+    registry = _registry()
     with registry.starting(name, timeout=timeout + 60):
         info = registry.get(name)
         if info is None:

@@ -9,7 +9,13 @@ from pathlib import Path
 import dask.config
 import pytest
 
-from ft_notebook.config import cluster_dask_config, get_config, load_config, reload_config
+from ft_notebook.config import (
+    cluster_dask_config,
+    defaults_module,
+    get_config,
+    load_config,
+    reload_config,
+)
 from ft_notebook.exceptions import ConfigError
 
 
@@ -25,6 +31,20 @@ def test_defaults_come_from_the_yaml() -> None:
     assert cfg.cluster.heartbeat_interval_s == 0.5
     assert cfg.cluster.idle_timeout_s == 30 * 60
     assert cfg.cluster.interface is None
+
+
+def test_the_compiled_defaults_are_the_yaml_file() -> None:
+    # _defaults.py spares every %load_ext the YAML parse; it must say what the file says
+    import yaml
+
+    from ft_notebook import _defaults
+
+    yaml_file = Path(_defaults.__file__).with_name("ft_notebook.yaml")
+    assert yaml.safe_load(yaml_file.read_text()) == _defaults.DEFAULTS, (
+        "ft_notebook.yaml changed: run .venv/bin/python -m ft_notebook.config > "
+        "ft_notebook/_defaults.py"
+    )
+    assert Path(_defaults.__file__).read_text() == defaults_module()
 
 
 def test_the_test_session_never_uses_the_real_data_dir() -> None:

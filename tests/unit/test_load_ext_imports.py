@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-HEAVY = ("dask", "distributed", "torch", "bokeh", "ipywidgets", "jupyter_server", "fsspec")
+# PyYAML too: parsing the defaults took 25 ms (they are compiled into _defaults.py)
+HEAVY = ("dask", "distributed", "torch", "bokeh", "ipywidgets", "jupyter_server", "fsspec", "yaml")
 
 _SHELL = """
 import json, sys
