@@ -77,19 +77,18 @@ class SnapshotUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unknown reference {tag!r} in a snapshot")
 
 
-def rebuild_buffer(record: BufferRecord, read: Callable[[str], memoryview]) -> Any:
+def rebuild_buffer(record: BufferRecord, read_into: Callable[[str, memoryview], None]) -> Any:
     """Turn stored chunks back into the array or tensor they came from.
 
-    Zero chunks cost nothing: the buffer starts as lazily allocated zeros.
+    Zero chunks cost nothing: the buffer starts as lazily allocated zeros. The others
+    are read straight into their place (``read_into(digest, out)`` verifies them
+    there), so a large array's bytes are not copied a second time.
     """
     import numpy as np
 
     flat = np.zeros(record.nbytes, dtype=np.uint8)
     for offset, digest in record.chunk_sizes():
-        piece = np.frombuffer(read(digest), dtype=np.uint8)
-        if piece.nbytes != chunk_size(record, offset):
-            raise pickle.UnpicklingError(f"chunk {digest} of a buffer has the wrong size")
-        flat[offset : offset + piece.nbytes] = piece
+        read_into(digest, flat[offset : offset + chunk_size(record, offset)].data)
     if record.kind == "numpy":
         return flat.view(np.dtype(record.dtype)).reshape(record.shape)
     import torch

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ft_notebook.exceptions import SnapshotError
 from ft_notebook.session._capture import VarEntry, buffer_key, pickle_key
@@ -32,6 +32,14 @@ class RestoreReport:
     lost: dict[str, str] = field(default_factory=dict)  # name -> why
 
 
+class Blobs(Protocol):
+    """Where a snapshot's blobs come from, verified (the store's RawCheckpoint)."""
+
+    def read(self, key: str) -> memoryview: ...
+
+    def read_into(self, key: str, out: memoryview) -> None: ...
+
+
 class Rebuilder:
     """Rebuilds the variables of one snapshot manifest."""
 
@@ -39,12 +47,12 @@ class Rebuilder:
         self,
         entries: Mapping[str, VarEntry],
         cells: Mapping[int, Mapping[str, Any]],
-        get_blob: Callable[[str], memoryview],
+        blobs: Blobs,
         base_namespace: Mapping[str, Any],
     ) -> None:
         self._entries = entries
         self._cells = cells  # execution count -> {"code": ..., "rng": ...}
-        self._get_blob = get_blob
+        self._blobs = blobs
         self._base = base_namespace  # what replayed cells see besides restored variables
         self._values: dict[str, Any] = {}
         self._buffers: dict[str, Any] = {}
@@ -79,7 +87,7 @@ class Rebuilder:
         assert entry.pickle_digest is not None
         records = entry.buffers
         unpickler = SnapshotUnpickler(
-            self._get_blob(pickle_key(entry.pickle_digest)),
+            self._blobs.read(pickle_key(entry.pickle_digest)),
             resolve_var=self._var,
             load_buffer=lambda key: self._buffer(records[key]),
         )
@@ -89,7 +97,7 @@ class Rebuilder:
         found = self._buffers.get(record.key)
         if found is None:
             found = self._buffers[record.key] = rebuild_buffer(
-                record, lambda digest: self._get_blob(buffer_key(digest))
+                record, lambda digest, out: self._blobs.read_into(buffer_key(digest), out)
             )
         return found
 
@@ -149,12 +157,12 @@ class _Lost(Exception):
 def rebuild(
     entries: Mapping[str, VarEntry],
     cells: Mapping[int, Mapping[str, Any]],
-    get_blob: Callable[[str], memoryview],
+    blobs: Blobs,
     base_namespace: Mapping[str, Any],
     names: list[str],
 ) -> tuple[dict[str, Any], RestoreReport]:
     """Rebuild ``names``; what cannot come back is in the report, not in the result."""
-    rebuilder = Rebuilder(entries, cells, get_blob, base_namespace)
+    rebuilder = Rebuilder(entries, cells, blobs, base_namespace)
     values: dict[str, Any] = {}
     report = rebuilder.report
     for name in names:

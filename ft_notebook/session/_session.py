@@ -216,7 +216,7 @@ class NotebookSession:
         modules, missing = _import_modules(manifest.get("modules", {}))
         base = {**namespace, **modules}
         try:
-            values, report = rebuild(entries, cells, raw.read, base, wanted)
+            values, report = rebuild(entries, cells, raw, base, wanted)
         except StoreError as e:
             raise SnapshotError(f"Snapshot {label!r} could not be read: {e}") from e
         report.lost.update(missing)

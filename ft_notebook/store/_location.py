@@ -89,6 +89,15 @@ class Location(abc.ABC):
         """A blob's bytes, in writable memory the loaded tensors will share;
         FileNotFoundError if missing."""
 
+    def read_blob_into(self, key: str, out: memoryview) -> int:
+        """Read a blob into ``out`` (bytes); return its size, which may differ from
+        ``len(out)`` (then ``out`` holds no more than it fits). FileNotFoundError if
+        missing. Locations that can read into place override this copy."""
+        data = self.read_blob(key)
+        n = min(len(data), len(out))
+        out[:n] = data[:n]
+        return len(data)
+
     @abc.abstractmethod
     def blob_size(self, key: str) -> int | None:
         """A blob's size, or None if it is missing."""

@@ -71,13 +71,27 @@ class RawCheckpoint:
     sizes: Mapping[str, int]
     _read: Callable[[str], memoryview]
 
+    _read_into: Callable[[str, memoryview], None]
+
     def read(self, key: str) -> memoryview:
         """The blob ``key``, verified against the manifest (StoreError if it is not)."""
+        self._check_part(key)
+        return self._read(key)
+
+    def read_into(self, key: str, out: memoryview) -> None:
+        """Read the blob ``key`` into ``out``, which must be its size, and verify it
+        there: a large array is rebuilt without a copy of its bytes in between.
+        CheckpointCorrupt if it does not verify (``out`` then holds garbage)."""
+        self._check_part(key)
+        if out.nbytes != self.sizes[key]:
+            raise StoreError(f"Blob {key} has {self.sizes[key]} bytes, not {out.nbytes}.")
+        self._read_into(key, out)
+
+    def _check_part(self, key: str) -> None:
         if key not in self.sizes:
             raise StoreError(
                 f"Blob {key} is not part of step {self.info.step} of run {self.info.run!r}."
             )
-        return self._read(key)
 
 
 def read_state(loc: Location, run: str, step: int) -> tuple[Manifest, dict[str, Any]]:
@@ -92,16 +106,30 @@ def read_state(loc: Location, run: str, step: int) -> tuple[Manifest, dict[str, 
 
 
 def read_verified(loc: Location, manifest: Manifest, key: str) -> memoryview:
-    entry = manifest.files[key]
     try:
         buf = loc.read_blob(key)
     except FileNotFoundError:
         raise Damaged(f"blobs/{key} is missing") from None
     except OSError as e:
         raise Damaged(f"blobs/{key} cannot be read: {e}") from e
-    if len(buf) != entry.size or xxhash.xxh3_128(buf).hexdigest() != entry.xxh3_128:
-        raise Damaged(f"blobs/{key} does not match the manifest (truncated or changed)")
+    _verify(manifest, key, len(buf), buf)
     return memoryview(buf)
+
+
+def read_verified_into(loc: Location, manifest: Manifest, key: str, out: memoryview) -> None:
+    try:
+        size = loc.read_blob_into(key, out)
+    except FileNotFoundError:
+        raise Damaged(f"blobs/{key} is missing") from None
+    except OSError as e:
+        raise Damaged(f"blobs/{key} cannot be read: {e}") from e
+    _verify(manifest, key, size, out)
+
+
+def _verify(manifest: Manifest, key: str, size: int, data: memoryview) -> None:
+    entry = manifest.files[key]
+    if size != entry.size or xxhash.xxh3_128(data).hexdigest() != entry.xxh3_128:
+        raise Damaged(f"blobs/{key} does not match the manifest (truncated or changed)")
 
 
 def _check_key(key: str) -> None:
@@ -136,20 +164,32 @@ def open_first(
                 pickles = [k for k in manifest.files if k.endswith(".pkl")]
                 loc.check_private("load", run, step, pickles)
             sizes = {k: e.size for k, e in manifest.files.items()}
-            return RawCheckpoint(describe(manifest, loc.url), state, sizes, _reader(loc, manifest))
+            read, read_into = _readers(loc, manifest)
+            return RawCheckpoint(describe(manifest, loc.url), state, sizes, read, read_into)
     if reasons:
         raise CheckpointCorrupt(f"No checkpoint of run {run!r} verifies: {'; '.join(reasons)}.")
     return None
 
 
-def _reader(loc: Location, manifest: Manifest) -> Callable[[str], memoryview]:
+def _readers(
+    loc: Location, manifest: Manifest
+) -> tuple[Callable[[str], memoryview], Callable[[str, memoryview], None]]:
+    def corrupt(e: Damaged) -> CheckpointCorrupt:
+        return CheckpointCorrupt(
+            f"Step {manifest.step} of run {manifest.run!r} at {loc.url}: {e}. Restore "
+            f"an older snapshot."
+        )
+
     def read(key: str) -> memoryview:
         try:
             return read_verified(loc, manifest, key)
         except Damaged as e:
-            raise CheckpointCorrupt(
-                f"Step {manifest.step} of run {manifest.run!r} at {loc.url}: {e}. Restore "
-                f"an older snapshot."
-            ) from e
+            raise corrupt(e) from e
 
-    return read
+    def read_into(key: str, out: memoryview) -> None:
+        try:
+            read_verified_into(loc, manifest, key, out)
+        except Damaged as e:
+            raise corrupt(e) from e
+
+    return read, read_into

@@ -245,3 +245,19 @@ def test_a_renamed_notebook_is_pointed_to_its_old_snapshots_and_restores_from_th
     renamed.snapshot(ns, 1)  # from now on under the new key
     renamed.wait()
     assert [r["name"] for r in renamed.list()] == ["latest"]
+
+
+@pytest.mark.parametrize(
+    "module", ["numpy", "torch", "pandas", "cloudpickle", "xxhash", "ft_notebook", "no_such_x"]
+)
+def test_installed_versions_are_what_importlib_metadata_says(module: str) -> None:
+    # a snapshot records these and a restore compares them: the fast reader must agree
+    import importlib.metadata
+
+    from ft_notebook.session._capture import installed_version
+
+    try:
+        expected = importlib.metadata.version(module)
+    except importlib.metadata.PackageNotFoundError:
+        expected = "not installed"
+    assert installed_version(module) == expected

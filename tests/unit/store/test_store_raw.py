@@ -57,6 +57,36 @@ def test_a_changed_blob_is_caught_when_read(tmp_path: Path) -> None:
         store.open_raw("nb").read(_key(data))
 
 
+def test_read_into_fills_the_callers_buffer_and_checks_size(store: CheckpointStore) -> None:
+    data = os.urandom(3 * 4096 + 17)
+    store.save_raw("nb", 1, {}, {_key(data): data})
+    raw = store.open_raw("nb")
+    out = bytearray(len(data))
+    raw.read_into(_key(data), memoryview(out))
+    assert bytes(out) == data
+    with pytest.raises(StoreError, match="not 100"):
+        raw.read_into(_key(data), memoryview(bytearray(100)))
+    with pytest.raises(StoreError, match="not part of step 1"):
+        raw.read_into(_key(b"other"), memoryview(bytearray(5)))
+
+
+@pytest.mark.parametrize("change", ["flip", "truncate", "grow"])
+def test_read_into_catches_a_changed_blob(tmp_path: Path, change: str) -> None:
+    store = CheckpointStore(tmp_path / "s", keep=None)
+    data = os.urandom(8192)
+    store.save_raw("nb", 1, {}, {_key(data): data})
+    blob = tmp_path / "s" / "blobs" / _key(data)
+    changed = {
+        "flip": data[:100] + bytes([data[100] ^ 0xFF]) + data[101:],
+        "truncate": data[:-1],
+        "grow": data + b"x",
+    }[change]
+    blob.chmod(0o600)
+    blob.write_bytes(changed)
+    with pytest.raises(CheckpointCorrupt, match="does not match the manifest"):
+        store.open_raw("nb").read_into(_key(data), memoryview(bytearray(len(data))))
+
+
 def test_a_damaged_newest_state_falls_back_to_the_one_before(tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path / "s", keep=None)
     one, two = b"1" * 100, b"2" * 100
