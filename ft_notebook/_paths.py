@@ -52,6 +52,6 @@ def private_dir(path: Path) -> Path:
 
 def data_dir() -> Path:
     """The configured private data folder, created on first use."""
-    from ft_notebook.config import get_config
+    from ft_notebook.config import data_dir_setting
 
-    return private_dir(get_config().data_dir)
+    return private_dir(data_dir_setting())

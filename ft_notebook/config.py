@@ -22,13 +22,15 @@ import numbers
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ft_notebook import _config_sources
 from ft_notebook.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from ft_notebook._settings import FTConfig
 
 _DEFAULTS_FILE = Path(__file__).with_name("ft_notebook.yaml")
 _SECTION = "ft-notebook"
@@ -50,59 +52,19 @@ _UNIT_SECONDS = _unit_seconds()
 EVENT_TRANSPORTS = ("auto", "local", "dask")
 
 
-@dataclass(frozen=True)
-class EventsConfig:
-    transport: str
-
-
 GPU_KEYWORDS = ("auto", "none", "all")
-
-
-@dataclass(frozen=True)
-class ClusterConfig:
-    heartbeat_interval_s: float
-    idle_timeout_s: float
-    interface: str | None
-    hung_after_s: float = 2.0
-    #: CPU worker processes; None means "auto" (fits the cores).
-    workers: int | None = None
-    #: "auto", "none", "all", or GPU indices / UUIDs as strings.
-    gpus: str | tuple[str, ...] = "auto"
-    port: int = 0
-    #: None: no dashboard; 0: a free port.
-    dashboard_port: int | None = 0
-    start_timeout_s: float = 120.0
-    connect_timeout_s: float = 15.0
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    #: A step that has not advanced for max(stall_min_s, stall_factor x the median
-    #: step time) is a hang even while heartbeats go on; the first steps get
-    #: first_steps_floor_s, since they include compilation and warm-up.
-    stall_factor: float = 30.0
-    stall_min_s: float = 10.0
-    first_steps_floor_s: float = 300.0
-    #: Non-finite steps skipped in a row before the run rolls back.
-    nonfinite_limit: int = 3
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    chaos_actions: bool
-
-
-@dataclass(frozen=True)
-class FTConfig:
-    data_dir: Path
-    events: EventsConfig
-    cluster: ClusterConfig
-    server: ServerConfig
-    train: TrainConfig = TrainConfig()
 
 
 def load_config() -> FTConfig:
     """Read and validate the current configuration into a new :class:`FTConfig`."""
+    from ft_notebook._settings import (
+        ClusterConfig,
+        EventsConfig,
+        FTConfig,
+        ServerConfig,
+        TrainConfig,
+    )
+
     s = _section()
     return FTConfig(
         data_dir=_data_dir(_get(s, "data-dir")),
@@ -140,7 +102,29 @@ def get_config() -> FTConfig:
 def reload_config() -> FTConfig:
     """Forget the cached configuration and read it again (tests, long-lived servers)."""
     get_config.cache_clear()
+    _data_dir_setting.cache_clear()
     return get_config()
+
+
+def data_dir_setting() -> Path:
+    """``get_config().data_dir`` without building the rest: a notebook restore needs
+    nothing else, and the settings' classes cost it 4 ms to create."""
+    if get_config.cache_info().currsize:
+        return get_config().data_dir
+    return _data_dir_setting()
+
+
+@functools.lru_cache(maxsize=1)
+def _data_dir_setting() -> Path:
+    return _data_dir(_get(_section(), "data-dir"))
+
+
+def __getattr__(name: str) -> object:
+    if name in ("FTConfig", "ClusterConfig", "EventsConfig", "ServerConfig", "TrainConfig"):
+        from ft_notebook import _settings
+
+        return getattr(_settings, name)
+    raise AttributeError(f"module 'ft_notebook.config' has no attribute {name!r}")
 
 
 def cluster_dask_config() -> dict[str, Any]:

@@ -11,6 +11,7 @@ import pytest
 
 from ft_notebook.config import (
     cluster_dask_config,
+    data_dir_setting,
     defaults_module,
     get_config,
     load_config,
@@ -45,6 +46,19 @@ def test_the_compiled_defaults_are_the_yaml_file() -> None:
         "ft_notebook/_defaults.py"
     )
     assert Path(_defaults.__file__).read_text() == defaults_module()
+
+
+def test_the_data_dir_alone_is_the_one_get_config_reads(tmp_path: Path) -> None:
+    # %ft restore reads only the data folder; it must never disagree with get_config()
+    with dask.config.set({"ft-notebook.data-dir": str(tmp_path / "a")}):
+        reload_config()
+        assert data_dir_setting() == get_config().data_dir == tmp_path / "a"
+        get_config.cache_clear()  # as in a fresh process: the folder alone is read
+        assert data_dir_setting() == tmp_path / "a"
+        with dask.config.set({"ft-notebook.data-dir": str(tmp_path / "b")}):
+            assert data_dir_setting() == tmp_path / "a"  # read once, like get_config()
+            reload_config()
+            assert data_dir_setting() == get_config().data_dir == tmp_path / "b"
 
 
 def test_the_test_session_never_uses_the_real_data_dir() -> None:

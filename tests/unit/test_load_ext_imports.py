@@ -15,15 +15,19 @@ from pathlib import Path
 
 # PyYAML too: parsing the defaults took 25 ms (they are compiled into _defaults.py)
 HEAVY = ("dask", "distributed", "torch", "bokeh", "ipywidgets", "jupyter_server", "fsspec", "yaml")
+# and parts of ft_notebook a restore does not use (each costs it milliseconds)
+UNUSED = ("ft_notebook._settings", "ft_notebook.cluster._registry", "ft_notebook.cluster._status")
 
 _SHELL = """
 import json, sys
 from IPython.core.interactiveshell import InteractiveShell
 shell = InteractiveShell.instance()
 heavy = {heavy!r}
+unused = {unused!r}
 
 def loaded():
-    return sorted({{m.split(".")[0] for m in sys.modules}} & set(heavy))
+    tops = {{m.split(".")[0] for m in sys.modules}}
+    return sorted((tops & set(heavy)) | (set(sys.modules) & set(unused)))
 
 def run(cell):
     result = shell.run_cell(cell)
@@ -48,7 +52,7 @@ def _shell(tmp_path: Path, steps: list[tuple[str, list[str]]]) -> dict[str, obje
         JPY_SESSION_NAME=str(tmp_path / "nb.ipynb"),
     )
     env.pop("DASK_INTERNAL_INHERIT_CONFIG", None)
-    code = _SHELL.format(heavy=HEAVY, steps=steps)
+    code = _SHELL.format(heavy=HEAVY, unused=UNUSED, steps=steps)
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )

@@ -1,0 +1,59 @@
+"""The typed settings of ft_notebook: what :func:`ft_notebook.config.get_config` returns.
+
+Kept apart from the reading and validation in :mod:`ft_notebook.config`, and loaded by
+the first ``get_config()``: a notebook restore needs only the data folder, and these
+classes cost it 4 ms to create.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class EventsConfig:
+    transport: str
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    heartbeat_interval_s: float
+    idle_timeout_s: float
+    interface: str | None
+    hung_after_s: float = 2.0
+    #: CPU worker processes; None means "auto" (fits the cores).
+    workers: int | None = None
+    #: "auto", "none", "all", or GPU indices / UUIDs as strings.
+    gpus: str | tuple[str, ...] = "auto"
+    port: int = 0
+    #: None: no dashboard; 0: a free port.
+    dashboard_port: int | None = 0
+    start_timeout_s: float = 120.0
+    connect_timeout_s: float = 15.0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    #: A step that has not advanced for max(stall_min_s, stall_factor x the median
+    #: step time) is a hang even while heartbeats go on; the first steps get
+    #: first_steps_floor_s, since they include compilation and warm-up.
+    stall_factor: float = 30.0
+    stall_min_s: float = 10.0
+    first_steps_floor_s: float = 300.0
+    #: Non-finite steps skipped in a row before the run rolls back.
+    nonfinite_limit: int = 3
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    chaos_actions: bool
+
+
+@dataclass(frozen=True)
+class FTConfig:
+    data_dir: Path
+    events: EventsConfig
+    cluster: ClusterConfig
+    server: ServerConfig
+    train: TrainConfig = TrainConfig()
