@@ -56,8 +56,9 @@ class NotebookSession:
         self._cells: dict[int, dict[str, Any]] = {}
         self._writer: threading.Thread | None = None
         self.last_error: Exception | None = None
-        committed = store.list(self.notebook)
-        self._step = committed[-1].step if committed else 0
+        # the newest committed step, read by the first snapshot: a kernel that only
+        # restores need not read and verify every manifest of the notebook twice
+        self._step: int | None = None
 
     def before_cell(self, count: int, code: str) -> None:
         """Record a cell's code and the random state it starts from, for replay."""
@@ -116,7 +117,7 @@ class NotebookSession:
             "cells": {str(c): self._cells[c] for c in sorted(needed) if c in self._cells},
         }
         metadata = {"name": label, "cell": cell, "size": size, "variables": sorted(variables)}
-        step = self._step + 1
+        step = self._newest_step() + 1
         written = sum(memoryview(b).nbytes for b in capture.blobs.values())
         replayed = tuple(n for n, e in capture.entries.items() if e.how != "pickle")
         # kept by replay, but the cell that made them was never seen: they cannot come back
@@ -241,6 +242,12 @@ class NotebookSession:
                 }
             )
         return rows
+
+    def _newest_step(self) -> int:
+        if self._step is None:
+            committed = self.store.list(self.notebook)
+            self._step = committed[-1].step if committed else 0
+        return self._step
 
     def _step_of(self, label: str, notebook: str) -> int:
         named = [i.step for i in self.store.list(notebook) if i.metadata.get("name") == label]

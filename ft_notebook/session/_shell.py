@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ft_notebook._gc import collector_paused
 from ft_notebook._notebook_key import notebook_key as key_of_path
 from ft_notebook.session._restore import RestoreReport
 from ft_notebook.session._session import NotebookSession, SnapshotInfo
@@ -88,7 +89,8 @@ class ShellSnapshots:
     def restore(
         self, name: str = "latest", names: list[str] | None = None, *, source: str | None = None
     ) -> RestoreReport:
-        return self.session.restore(self.shell.user_ns, name, names, source=source)
+        with collector_paused():  # unpickling: many long-lived objects, no garbage
+            return self.session.restore(self.shell.user_ns, name, names, source=source)
 
     def transaction(self, cell: str, *, name: str | None, retries: int) -> TransactionOutcome:
         """Run ``cell``; on an exception put every variable back as it was, then retry."""

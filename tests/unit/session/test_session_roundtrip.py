@@ -203,6 +203,21 @@ def test_a_named_partial_snapshot_neither_replaces_latest_nor_breaks_the_next(
     assert ns == {"a": 1}
 
 
+def test_a_new_kernel_restores_then_snapshots_after_the_newest_step(tmp_path: Path) -> None:
+    # the newest step is read at the first snapshot, not when the session starts
+    nb = Notebook(tmp_path)
+    nb.run("a = 1")
+    nb.run("a = 2")
+    newest = nb.store.list("nb")[-1].step
+    fresh = NotebookSession(nb.store, "nb")
+    ns: dict[str, Any] = {}
+    fresh.restore(ns)
+    ns["a"] = 3
+    fresh.snapshot(ns, 1)
+    assert nb.store.list("nb")[-1].step == newest + 1
+    assert nb.crash_and_restore()[0] == {"a": 3}
+
+
 def test_a_value_coming_back_after_its_blob_was_pruned_is_stored_again(tmp_path: Path) -> None:
     nb = Notebook(tmp_path)
     nb.run("import numpy as np\nx = np.arange(100_000.0)")
