@@ -29,6 +29,7 @@ from __future__ import annotations
 import builtins
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -51,7 +52,7 @@ from ft_notebook.store._raw import (
 )
 from ft_notebook.store._reader import Damaged, describe, load_from, read_files, read_manifest
 from ft_notebook.store._staging import StagingPool
-from ft_notebook.store._tensors import Stage
+from ft_notebook.store._tensors import Stage, staging_sizes
 from ft_notebook.store._types import Checkpoint, CheckpointInfo
 from ft_notebook.store._values import encode
 
@@ -173,6 +174,17 @@ class CheckpointStore:
         handle.stall_s = time.perf_counter() - start
         self._writer.submit(handle, lambda: self._commit(job), stage.release)
         return handle
+
+    def warm(self, state: Mapping[str, Any]) -> threading.Thread:
+        """Prepare, on a background thread, the host memory ``save_async`` of a state
+        shaped like ``state`` will copy into (its tensors are not read).
+
+        Call it once the state has its final shapes (a model and optimizer after their
+        first step): the first ``save_async`` then holds the caller up only for the
+        copy, not for making and faulting in fresh (or pinned) memory. Returns the
+        thread, for whoever wants to wait for it.
+        """
+        return self._staging.warm(staging_sizes(state))
 
     def save_raw(
         self,

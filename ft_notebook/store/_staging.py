@@ -16,6 +16,7 @@ The stall of ``save_async`` is the copy of the state to host memory, so:
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import threading
@@ -29,6 +30,8 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
+
+logger = logging.getLogger(__name__)
 
 _HUGE = 4 << 20
 _SLICE = 16 << 20  # copies are cut into slices of this size, dealt out to the threads
@@ -57,6 +60,33 @@ class StagingPool:
         region = mmap.mmap(-1, nbytes)
         region.madvise(mmap.MADV_HUGEPAGE)
         return torch.frombuffer(region, dtype=torch.uint8)  # keeps the mapping alive
+
+    def warm(self, sizes: Sequence[tuple[int, bool]]) -> threading.Thread:
+        """Make buffers of these (nbytes, pinned) sizes and fault their pages in, on a
+        background thread, then keep them for the next :meth:`take`.
+
+        The first save of a state otherwise pays for its memory while the caller
+        waits: 0.4 s per 500 MB of fresh pages here, 0.6-0.8 s for 1.6 GB of pinned
+        memory on an H200, against the copy's 0.05 s. A save that comes first simply
+        makes its own buffers. Failures (no memory to pin) are only logged.
+        """
+
+        def work() -> None:
+            made: list[tuple[torch.Tensor, bool]] = []
+            try:
+                for nbytes, pinned in sizes:
+                    buf = self.take(nbytes, pinned=pinned)
+                    if not pinned:  # pinned memory is resident already
+                        buf.zero_()  # fault the pages in now, not in the first copy
+                    made.append((buf, pinned))
+            except Exception as e:  # pragma: no cover - needs memory to run out
+                logger.warning("could not prepare checkpoint buffers in advance: %s", e)
+            finally:
+                self.give_back(made)
+
+        thread = threading.Thread(target=work, name="ft-notebook-store-warm", daemon=True)
+        thread.start()
+        return thread
 
     def give_back(self, buffers: Iterable[tuple[torch.Tensor, bool]]) -> None:
         """Return the (buffer, pinned) pairs of a save that no longer needs them."""

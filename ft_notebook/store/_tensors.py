@@ -23,7 +23,7 @@ import json
 import math
 import struct
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -192,6 +192,30 @@ def numpy_raw(a: np.ndarray[Any, Any], *, path: str, stage: Stage | None = None)
         return Raw(code, shape, buf.data)
     a = a.astype(little) if a.dtype != little else np.ascontiguousarray(a)
     return Raw(code, shape, a.reshape(-1).view(np.uint8).data)
+
+
+def staging_sizes(state: Any) -> list[tuple[int, bool]]:
+    """The (nbytes, pinned) of each buffer ``save_async(state)`` will take: one per
+    non-empty tensor (pinned if it is on a GPU) and NumPy array, as
+    :func:`torch_raw` and :func:`numpy_raw` take them."""
+    torch = sys.modules.get("torch")
+    sizes: list[tuple[int, bool]] = []
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, Mapping):
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+        elif torch is not None and isinstance(obj, torch.Tensor):
+            if obj.numel():
+                sizes.append((obj.numel() * obj.element_size(), obj.device.type == "cuda"))
+        elif type(obj) is np.ndarray and obj.size:
+            sizes.append((obj.size * obj.itemsize, False))
+
+    walk(state)
+    return sizes
 
 
 def numpy_supported(a: np.ndarray[Any, Any]) -> bool:

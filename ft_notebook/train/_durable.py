@@ -34,6 +34,7 @@ class DurableCheckpoints:
         #: Due saves not started because the one before was still being written.
         self.deferred = 0
         self._deferred_in_a_row = 0
+        self._warmed = False
 
     def store(self) -> Any:
         """The store (opened on first use; raises StoreError if it cannot be), or None."""
@@ -42,6 +43,21 @@ class DurableCheckpoints:
 
             self._store = CheckpointStore(self.url, keep=self.keep)
         return self._store
+
+    def warm(self, state: Callable[[], Any]) -> bool:
+        """Once: have the store prepare the first save's host memory in the background
+        (see ``CheckpointStore.warm``); call it once the state has its final shapes.
+        Returns whether this call started it. A store that fails here says so at the
+        first save."""
+        if self._warmed:
+            return False
+        self._warmed = True
+        with contextlib.suppress(Exception):
+            store = self.store()
+            if store is not None:
+                store.warm(state())
+                return True
+        return False
 
     @property
     def lagging(self) -> bool:

@@ -374,6 +374,9 @@ class RankActor(RankState, threading.Thread):
         assert gen is not None
         if gen.rank != 0:
             return
+        next_due = (self.step // spec.checkpoint_every + 1) * spec.checkpoint_every
+        if next_due <= self.trainer.total_steps:  # once: the optimizer has its state now,
+            self.durable.warm(self.trainer.state)  # the first save's memory is made meanwhile
         if self.step % spec.checkpoint_every == 0:
             self._checkpoint()
         if spec.eval_fn is not None and spec.eval_every and self.step % spec.eval_every == 0:

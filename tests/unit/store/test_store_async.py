@@ -166,3 +166,29 @@ def test_every_kind_of_value_round_trips_through_the_staged_copy(
         same(expected, store.load("r", step).state)
         state["model"]["w"].copy_(expected["model"]["w"])
         state["arrays"]["f64"][...] = expected["arrays"]["f64"]
+
+
+def test_warmed_buffers_are_the_ones_the_first_save_copies_into(
+    store: CheckpointStore, make_state: Any, same: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ft_notebook.store._tensors import staging_sizes
+
+    state = make_state(3)
+    warming = store.warm(state)
+    warming.join(timeout=60)
+    assert not warming.is_alive()
+    pool = store._staging
+    warmed = {b.data_ptr() for bufs in pool._free.values() for b in bufs}
+    assert len(warmed) == len(staging_sizes(state)) > 1
+    taken: list[int] = []
+    take = pool.take
+
+    def spy(nbytes: int, *, pinned: bool) -> torch.Tensor:
+        buf = take(nbytes, pinned=pinned)
+        taken.append(buf.data_ptr())
+        return buf
+
+    monkeypatch.setattr(pool, "take", spy)
+    store.save_async("r", 1, state).result(timeout=60)
+    assert set(taken) == warmed  # nothing new was made while the caller waited
+    same(state, store.load("r", 1).state)

@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 from ft_notebook.exceptions import TrainingError
+from ft_notebook.testing import poll_for
 from ft_notebook.testing.training import counting_problem, regression_problem
 from ft_notebook.train._coordinator import RunCoordinator
 from ft_notebook.train._groups import Interrupted, PeerFailed, Waker
@@ -194,6 +195,28 @@ def test_a_save_due_while_the_last_is_still_written_waits_for_the_next_turn(
     assert (committed, error, copies) == (10, None, [1])
     assert not durable.lagging
     durable.close()
+
+
+def test_the_first_saves_memory_is_warmed_once_in_the_background(tmp_path: Any) -> None:
+    from ft_notebook.train._durable import DurableCheckpoints
+
+    durable = DurableCheckpoints(str(tmp_path), keep=2, run="r", every=10)
+    state = {"w": torch.randn(1 << 20), "b": torch.randn(3)}
+    calls: list[int] = []
+
+    def shaped() -> dict[str, Any]:
+        calls.append(1)
+        return state
+
+    assert durable.warm(shaped)
+    assert not durable.warm(shaped)  # once only
+    assert calls == [1]
+    pool = durable.store()._staging
+    poll_for(lambda: sum(len(b) for b in pool._free.values()) == 2, timeout=30, what="warming")
+    durable.save(10, lambda: state, {})
+    assert sum(len(b) for b in pool._free.values()) == 0  # the save took the warmed two
+    durable.close()
+    assert DurableCheckpoints("", keep=2, run="r", every=10).warm(shaped) is False  # no store
 
 
 class _Reports:
