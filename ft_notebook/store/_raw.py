@@ -70,7 +70,6 @@ class RawCheckpoint:
     state: dict[str, Any]
     sizes: Mapping[str, int]
     _read: Callable[[str], memoryview]
-
     _read_into: Callable[[str, memoryview], None]
 
     def read(self, key: str) -> memoryview:
