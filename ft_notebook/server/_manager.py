@@ -29,6 +29,7 @@ from ft_notebook._paths import checked_name, data_dir
 from ft_notebook.cluster import WorkerStatus
 from ft_notebook.events import TOPIC_PREFIX, cluster_topic, history, run_topic
 from ft_notebook.exceptions import ClusterError, ClusterUnreachable, FTError, UnsafeName
+from ft_notebook.server._clients import Clients
 from ft_notebook.server._models import (
     ChaosResultModel,
     ClusterModel,
@@ -40,7 +41,7 @@ from ft_notebook.server._runs import RunJournals
 if TYPE_CHECKING:
     from ft_notebook.cluster import ClusterInfo
 
-#: Opens a Dask client to a registered cluster; the manager closes it after use.
+#: Opens a Dask client to a registered cluster; the manager keeps it (see ._clients).
 Connect = Callable[["ClusterInfo"], Any]
 
 #: The most events one ``events`` call returns; a client pages on with ``since``.
@@ -83,8 +84,12 @@ class ResilienceManager:
 
     def __init__(self, *, chaos_actions: bool = False, connect: Connect | None = None) -> None:
         self.chaos_actions = chaos_actions
-        self._connect = connect or _connect
+        self._clients = Clients(connect or _connect)
         self._runs = RunJournals()
+
+    def close(self) -> None:
+        """Close the clients kept to the user's clusters."""
+        self._clients.close()
 
     def clusters(self) -> list[ClusterModel]:
         """The user's running clusters, from the registry (dead entries are pruned)."""
@@ -183,28 +188,29 @@ class ResilienceManager:
 
     @contextlib.contextmanager
     def _client(self, cluster: object) -> Iterator[Any]:
-        """A client to the registered cluster named ``cluster``, closed afterwards."""
+        """A client to the registered cluster named ``cluster``, kept for the next
+        call unless it fails (see :mod:`._clients`)."""
         from ft_notebook.cluster import clusters
 
         name = _name(cluster, "cluster name")
         running = clusters()
+        self._clients.keep_only(c.name for c in running)
         info = next((c for c in running if c.name == name), None)
         if info is None:
             names = sorted(c.name for c in running)
             raise NotFound(f"No cluster named {name!r} is running; running clusters: {names}.")
         try:
-            client = self._connect(info)
+            client = self._clients.get(info)
         except ClusterUnreachable as e:
             raise Unavailable(str(e)) from e
         try:
             yield client
         except (OSError, TimeoutError, ClusterUnreachable) as e:
+            self._clients.drop(name, client)
             raise Unavailable(
                 f"Cluster {name!r} at {info.address} stopped answering: {e}. See its "
                 f"log {info.log}."
             ) from e
-        finally:
-            client.close()
 
     def _journal_dir(self) -> Path:
         return journal_path(cluster_topic()).parent

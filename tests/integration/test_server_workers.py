@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -20,11 +20,13 @@ def registered(register_cluster: Callable[..., Any]) -> str:
 
 
 @pytest.fixture
-def manager(cluster: Any) -> ResilienceManager:
+def manager(cluster: Any) -> Iterator[ResilienceManager]:
     """Chaos on; every registered cluster is answered by the LocalCluster fixture."""
-    return ResilienceManager(
+    manager = ResilienceManager(
         chaos_actions=True, connect=lambda info: Client(cluster, set_as_default=False)
     )
+    yield manager
+    manager.close()  # the client it keeps between calls
 
 
 def test_workers_lists_each_worker_with_its_health(

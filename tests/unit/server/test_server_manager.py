@@ -264,3 +264,58 @@ def test_a_cluster_that_stops_answering_is_503_and_its_client_is_closed(
     with pytest.raises(Unavailable, match="stopped answering"):
         ResilienceManager(connect=lambda info: client).workers("alive")
     assert client.closed
+
+
+class _Client:
+    """A stand-in Dask client: answers the workers query, records that it was closed."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.status = "running"
+
+    def run_on_scheduler(self, *args: object, **kwargs: object) -> list[object]:
+        return []
+
+    def close(self) -> None:
+        self.closed = True
+        self.status = "closed"
+
+
+def test_a_clusters_client_is_kept_between_polls_and_replaced_when_it_restarts(
+    isolated_data_dir: Path, register_cluster: Callable[..., Any]
+) -> None:
+    import subprocess
+
+    from ft_notebook.cluster._registry import Registry
+
+    made: list[_Client] = []
+
+    def connect(info: Any) -> _Client:
+        made.append(_Client())
+        return made[-1]
+
+    manager = ResilienceManager(connect=connect)
+    register_cluster("alive", os.getpid(), **WORKERS)
+    for _ in range(3):
+        assert manager.workers("alive") == []
+    assert len(made) == 1  # one connection for every poll
+    assert not made[0].closed
+
+    other = subprocess.Popen(["sleep", "60"])  # the cluster started again: another process
+    try:
+        register_cluster("alive", other.pid, **WORKERS)
+        manager.workers("alive")
+        assert len(made) == 2
+        assert made[0].closed  # the old cluster's client is closed
+        made[1].status = "closed"  # the client itself gave up: a new one, not it
+        manager.workers("alive")
+        assert len(made) == 3
+        Registry.at(isolated_data_dir).remove("alive")
+        register_cluster("another", os.getpid(), **WORKERS)
+        manager.workers("another")
+        assert made[2].closed  # "alive" is no longer running: its client is closed
+        manager.close()
+        assert all(c.closed for c in made)
+    finally:
+        other.kill()
+        other.wait()
