@@ -16,6 +16,7 @@ allowed.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import numbers
@@ -96,7 +97,12 @@ def load_config() -> FTConfig:
 @functools.lru_cache(maxsize=1)
 def get_config() -> FTConfig:
     """The configuration of this process, read on first use."""
-    return load_config()
+    config = load_config()
+    if _data_dir_setting.cache_info().currsize and config.data_dir != _data_dir_setting():
+        # the folder was read first (a restore) and the settings changed since: this
+        # process goes on with the folder it has been using, as data_dir_setting() does
+        config = dataclasses.replace(config, data_dir=_data_dir_setting())
+    return config
 
 
 def reload_config() -> FTConfig:
@@ -108,7 +114,9 @@ def reload_config() -> FTConfig:
 
 def data_dir_setting() -> Path:
     """``get_config().data_dir`` without building the rest: a notebook restore needs
-    nothing else, and the settings' classes cost it 4 ms to create."""
+    nothing else, and the settings' classes cost it 4 ms to create. (So a bad value of
+    another setting does not stop a restore; ``get_config()`` reports it.) Read once,
+    like ``get_config()``; both give the folder read first until :func:`reload_config`."""
     if get_config.cache_info().currsize:
         return get_config().data_dir
     return _data_dir_setting()

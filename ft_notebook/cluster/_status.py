@@ -49,11 +49,13 @@ class WorkerStatus:
         )
 
 
-def status(client: Any) -> list[WorkerStatus]:
-    """One row per worker name of the cluster ``client`` is connected to."""
+def status(client: Any, timeout: float | None = None) -> list[WorkerStatus]:
+    """One row per worker name of the cluster ``client`` is connected to; past
+    ``timeout`` seconds without an answer (a hung scheduler), TimeoutError."""
     from ft_notebook.cluster._remote import scheduler_rows
 
-    return [WorkerStatus.from_row(r) for r in client.run_on_scheduler(scheduler_rows)]
+    rows = client.run_on_scheduler(scheduler_rows, callback_timeout=timeout)
+    return [WorkerStatus.from_row(r) for r in rows]
 
 
 _COLUMNS = ("worker", "state", "pid", "heartbeat", "memory", "tasks", "restarts", "gpu")

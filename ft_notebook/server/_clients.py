@@ -4,8 +4,10 @@ The panel asks for the workers of every cluster every 2 s, per open JupyterLab p
 A new client each time costs a TLS handshake and about 25 ms of the server's CPU, and
 each connection comes and goes in the scheduler's log. A kept client is reused while
 its cluster is the same process at the same address and the client still runs; one
-that failed is closed and dropped, so the next poll connects afresh. A cluster that
-stopped, or was started again, gets its client closed when that is noticed.
+that failed is closed and dropped, so the next poll connects afresh. The client of a
+cluster that stopped, or was started again, is closed by the next request that lists
+the clusters or asks one of them (the panel makes one every 2 s); the rest go with
+the server's process (a module server extension has no unload hook).
 """
 
 from __future__ import annotations

@@ -95,6 +95,8 @@ class ResilienceManager:
         """The user's running clusters, from the registry (dead entries are pruned)."""
         from ft_notebook.cluster import clusters
 
+        running = clusters()
+        self._clients.keep_only(info.name for info in running)
         return [
             ClusterModel(
                 name=info.name,
@@ -105,15 +107,17 @@ class ResilienceManager:
                 workers=dict(info.workers),
                 dashboard=info.dashboard,
             )
-            for info in clusters()
+            for info in running
         ]
 
     def workers(self, cluster: object) -> list[WorkerStatus]:
         """The workers of ``cluster`` and their health, asked of its scheduler."""
         from ft_notebook.cluster import status
+        from ft_notebook.config import get_config
 
         with self._client(cluster) as client:
-            return status(client)
+            # a kept client to a hung scheduler would otherwise wait for ever (503)
+            return status(client, timeout=get_config().cluster.connect_timeout_s)
 
     def runs(self) -> list[RunModel]:
         """Every run that has a journal, with its state, health, progress, newest

@@ -47,21 +47,41 @@ def imported_modules(ns: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def capture_rng() -> dict[str, Any]:
-    """The global random states of Python, numpy and torch (those already in use)."""
+def capture_rng(*, start_numpy: bool = False) -> dict[str, Any]:
+    """The global random states of Python, numpy and torch (those in use).
+
+    numpy's global generator exists only once ``numpy.random`` is imported, which
+    ``import numpy`` does not do. ``start_numpy`` imports it where numpy is loaded, so
+    that a cell that goes on to use it starts from a state on record; without it (a
+    restore saving the kernel's own state around a replay) it is read only if there.
+    """
     state: dict[str, Any] = {}
     version, internal, gauss = random.getstate()
     state["python"] = [version, list(internal), gauss]
-    # numpy.random, not numpy: the global generator exists only once numpy.random is
-    # imported (numpy imports it lazily, and that costs a restore 7 ms)
-    np_random = sys.modules.get("numpy.random")
-    if np_random is not None:
-        kind, keys, pos, has_gauss, cached = np_random.get_state()
-        state["numpy"] = [kind, keys.tolist(), int(pos), int(has_gauss), float(cached)]
+    if start_numpy and "numpy" in sys.modules:
+        import numpy.random  # noqa: F401
+    numpy_state = _numpy_state()
+    if numpy_state is not None:
+        state["numpy"] = numpy_state
     torch = sys.modules.get("torch")
     if torch is not None:
         state["torch"] = base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode()
     return state
+
+
+def drop_unused_rng(before: dict[str, Any]) -> None:
+    """Forget numpy's state in ``before`` (a cell's capture) if the cell left it as it
+    was: its replay then need not import ``numpy.random`` (7 ms of a restore)."""
+    if "numpy" in before and _numpy_state() == before["numpy"]:
+        del before["numpy"]
+
+
+def _numpy_state() -> list[Any] | None:
+    np_random = sys.modules.get("numpy.random")
+    if np_random is None:
+        return None
+    kind, keys, pos, has_gauss, cached = np_random.get_state()
+    return [kind, keys.tolist(), int(pos), int(has_gauss), float(cached)]
 
 
 def restore_rng(state: Mapping[str, Any]) -> None:

@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 from ft_notebook._paths import checked_name
 from ft_notebook.exceptions import CheckpointNotFound, SnapshotError, StoreError
 from ft_notebook.session._capture import Capturer, VarEntry, versions
-from ft_notebook.session._namespace import capture_rng, imported_modules, user_variables
+from ft_notebook.session._namespace import (
+    capture_rng,
+    drop_unused_rng,
+    imported_modules,
+    user_variables,
+)
 from ft_notebook.session._objects import BufferRecord
 from ft_notebook.session._restore import RestoreReport, rebuild
 
@@ -55,6 +60,7 @@ class NotebookSession:
         self._capturer = Capturer()
         self._cells: dict[int, dict[str, Any]] = {}
         self._writer: threading.Thread | None = None
+        self._current = -1  # the execution count of the cell recorded last
         self.last_error: Exception | None = None
         # the newest committed step, read by the first snapshot: a kernel that only
         # restores need not read and verify every manifest of the notebook twice
@@ -62,7 +68,14 @@ class NotebookSession:
 
     def before_cell(self, count: int, code: str) -> None:
         """Record a cell's code and the random state it starts from, for replay."""
-        self._cells[count] = {"code": code, "rng": capture_rng()}
+        self._cells[count] = {"code": code, "rng": capture_rng(start_numpy=True)}
+        self._current = count
+
+    def after_cell(self) -> None:
+        """The cell recorded last has run: keep only the random states it used."""
+        cell = self._cells.get(self._current)
+        if cell is not None:
+            drop_unused_rng(cell["rng"])
 
     def snapshot(
         self,

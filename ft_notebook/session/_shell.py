@@ -12,7 +12,6 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ft_notebook._gc import collector_paused
 from ft_notebook._notebook_key import notebook_key as key_of_path
 from ft_notebook.session._restore import RestoreReport
 from ft_notebook.session._session import NotebookSession, SnapshotInfo
@@ -66,6 +65,7 @@ class ShellSnapshots:
         self.session.before_cell(self.shell.execution_count, code)
 
     def post_run_cell(self, result: Any) -> None:
+        self.session.after_cell()
         if self.auto and result.success and not self._in_transaction:
             # the writing goes on in the background while the next cell runs
             self.last = self.session.snapshot(
@@ -89,8 +89,7 @@ class ShellSnapshots:
     def restore(
         self, name: str = "latest", names: list[str] | None = None, *, source: str | None = None
     ) -> RestoreReport:
-        with collector_paused():  # unpickling: many long-lived objects, no garbage
-            return self.session.restore(self.shell.user_ns, name, names, source=source)
+        return self.session.restore(self.shell.user_ns, name, names, source=source)
 
     def transaction(self, cell: str, *, name: str | None, retries: int) -> TransactionOutcome:
         """Run ``cell``; on an exception put every variable back as it was, then retry."""

@@ -90,8 +90,9 @@ class Location(abc.ABC):
         FileNotFoundError if missing."""
 
     def read_blob_into(self, key: str, out: memoryview) -> int:
-        """Read a blob into ``out`` (bytes); return its size, which may differ from
-        ``len(out)`` (then ``out`` holds no more than it fits). FileNotFoundError if
+        """Read a blob into ``out`` (bytes) and return how many bytes the blob has, as
+        far as the read could tell: a number other than ``len(out)`` means the blob is
+        not the size expected (``out`` then holds what fitted). FileNotFoundError if
         missing. Locations that can read into place override this copy."""
         data = self.read_blob(key)
         n = min(len(data), len(out))

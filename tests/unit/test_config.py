@@ -57,6 +57,9 @@ def test_the_data_dir_alone_is_the_one_get_config_reads(tmp_path: Path) -> None:
         assert data_dir_setting() == tmp_path / "a"
         with dask.config.set({"ft-notebook.data-dir": str(tmp_path / "b")}):
             assert data_dir_setting() == tmp_path / "a"  # read once, like get_config()
+            # the rest read later, after the change: the folder stays the one in use
+            assert get_config().data_dir == tmp_path / "a"
+            assert get_config().events.transport == "auto"
             reload_config()
             assert data_dir_setting() == get_config().data_dir == tmp_path / "b"
 

@@ -311,11 +311,34 @@ def test_a_clusters_client_is_kept_between_polls_and_replaced_when_it_restarts(
         manager.workers("alive")
         assert len(made) == 3
         Registry.at(isolated_data_dir).remove("alive")
+        assert [c.name for c in manager.clusters()] == []
+        assert made[2].closed  # "alive" is no longer running: its client is closed
         register_cluster("another", os.getpid(), **WORKERS)
         manager.workers("another")
-        assert made[2].closed  # "alive" is no longer running: its client is closed
         manager.close()
         assert all(c.closed for c in made)
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_hung_scheduler_is_503_within_the_connect_timeout_and_its_client_dropped(
+    isolated_data_dir: Path, register_cluster: Callable[..., Any]
+) -> None:
+    register_cluster("alive", os.getpid(), **WORKERS)
+    waited: list[object] = []
+
+    class Hung(_Client):
+        def run_on_scheduler(self, *args: object, **kwargs: object) -> list[object]:
+            waited.append(kwargs.get("callback_timeout"))  # Dask's own deadline
+            raise TimeoutError("no answer")
+
+    made: list[_Client] = []
+    manager = ResilienceManager(connect=lambda info: made.append(Hung()) or made[-1])
+    with pytest.raises(Unavailable, match="stopped answering"):
+        manager.workers("alive")
+    assert waited == [15.0]  # ft-notebook.cluster.connect-timeout
+    assert made[0].closed
+    with pytest.raises(Unavailable):
+        manager.workers("alive")
+    assert len(made) == 2  # the next poll connects afresh

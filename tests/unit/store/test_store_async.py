@@ -192,3 +192,31 @@ def test_warmed_buffers_are_the_ones_the_first_save_copies_into(
     store.save_async("r", 1, state).result(timeout=60)
     assert set(taken) == warmed  # nothing new was made while the caller waited
     same(state, store.load("r", 1).state)
+
+
+def test_a_save_that_comes_while_its_buffers_are_warming_waits_for_them(
+    store: CheckpointStore, make_state: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = make_state(3)
+    pool = store._staging
+    take = pool.take
+    gate = threading.Event()
+    made: list[int] = []
+    taken: list[int] = []
+
+    def spy(nbytes: int, *, pinned: bool) -> torch.Tensor:
+        if threading.current_thread().name == "ft-notebook-store-warm":
+            assert gate.wait(30)
+            made_buf = take(nbytes, pinned=pinned)
+            made.append(made_buf.data_ptr())
+            return made_buf
+        gate.set()  # the save has come while the warming was held
+        buf = take(nbytes, pinned=pinned)
+        taken.append(buf.data_ptr())
+        return buf
+
+    monkeypatch.setattr(pool, "take", spy)
+    store.warm(state)
+    store.save_async("r", 1, state).result(timeout=60)
+    assert made
+    assert set(taken) == set(made)  # it waited and took the warmed buffers, none new
