@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import MagicArgumentParser
 
 from ft_notebook.exceptions import FTError
 from ft_notebook.magics import _render
 from ft_notebook.magics._cluster import add_parsers as add_cluster_parsers
 
 if TYPE_CHECKING:
+    from IPython.core.magic_arguments import MagicArgumentParser
+
     from ft_notebook.session import ShellSnapshots
 
 Handler = Callable[[argparse.Namespace, "str | None"], Any]
@@ -53,6 +54,8 @@ class _Parser:
 
     def get(self) -> MagicArgumentParser:
         if self._built is None:
+            from IPython.core.magic_arguments import MagicArgumentParser
+
             parser = MagicArgumentParser(
                 prog=self._prog, description=self._description, add_help=False
             )
