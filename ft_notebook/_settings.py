@@ -13,11 +13,15 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class EventsConfig:
+    """``ft-notebook.events``: how live events travel."""
+
     transport: str
 
 
 @dataclass(frozen=True)
 class ClusterConfig:
+    """``ft-notebook.cluster``: the private clusters ft_notebook starts."""
+
     heartbeat_interval_s: float
     idle_timeout_s: float
     interface: str | None
@@ -35,6 +39,8 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
+    """``ft-notebook.train``: hang detection and non-finite steps of ``ft.fit``."""
+
     #: A step that has not advanced for max(stall_min_s, stall_factor x the median
     #: step time) is a hang even while heartbeats go on; the first steps get
     #: first_steps_floor_s, since they include compilation and warm-up.
@@ -47,11 +53,15 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class ServerConfig:
+    """``ft-notebook.server``: the Jupyter server extension."""
+
     chaos_actions: bool
 
 
 @dataclass(frozen=True)
 class FTConfig:
+    """Every setting of ft_notebook, validated (see :func:`ft_notebook.config.get_config`)."""
+
     data_dir: Path
     events: EventsConfig
     cluster: ClusterConfig

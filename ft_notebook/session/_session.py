@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SnapshotInfo:
+    """A snapshot that was taken: what it holds and what it cost."""
+
     name: str
     cell: int
     time: float

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TransactionOutcome:
+    """How a ``%%ft checkpoint`` cell ended: committed, or rolled back and why."""
+
     committed: SnapshotInfo | None
     attempts: int
     rolled_back: tuple[str, ...]

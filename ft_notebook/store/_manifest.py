@@ -40,12 +40,16 @@ class InvalidManifest(ValueError):
 
 @dataclass(frozen=True)
 class FileEntry:
+    """A file a checkpoint references: its size and its content hash."""
+
     size: int
     xxh3_128: str
 
 
 @dataclass(frozen=True)
 class Manifest:
+    """What a committed checkpoint is: its files, state file, metadata and time."""
+
     run: str
     step: int
     time: float
