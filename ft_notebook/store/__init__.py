@@ -21,7 +21,9 @@ other fsspec URL, it guarantees:
 - **retention** keeps the newest ``keep`` checkpoints that verify, plus pinned ones; a
   failed or damaged newer checkpoint never costs an older good one.
 
-Layout and the commit protocol: :mod:`._location`, :mod:`._local`, :mod:`._fsspec`.
+Writing lives in :mod:`._saving` (its writer thread, staging buffers and tensor
+encoders load with the first save); layout and the commit protocol:
+:mod:`._location`, :mod:`._local`, :mod:`._fsspec`.
 """
 
 from __future__ import annotations
@@ -30,34 +32,24 @@ import builtins
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ft_notebook.exceptions import CheckpointCorrupt, CheckpointNotFound, StoreError
 from ft_notebook.store import _errors
-from ft_notebook.store._async import AsyncWriter, SaveHandle, SaveState
 from ft_notebook.store._backends import open_location
-from ft_notebook.store._codec import PACK_BELOW, Blob, Buffer, Encoded, Job, prepare, to_blobs
+from ft_notebook.store._codec import PACK_BELOW
 from ft_notebook.store._location import Location, checked_step, run_name
-from ft_notebook.store._maintenance import Retention, collect, delete, newest
-from ft_notebook.store._manifest import FileEntry, Manifest
-from ft_notebook.store._raw import (
-    RawCheckpoint,
-    open_first,
-    raw_blobs,
-    reused_entries,
-    state_blob,
-)
+from ft_notebook.store._maintenance import Retention, collect, delete
+from ft_notebook.store._raw import RawCheckpoint, open_first
 from ft_notebook.store._reader import Damaged, describe, load_from, read_files, read_manifest
-from ft_notebook.store._staging import StagingPool
-from ft_notebook.store._tensors import Stage, staging_sizes
+from ft_notebook.store._saving import Saving
 from ft_notebook.store._types import Checkpoint, CheckpointInfo
-from ft_notebook.store._values import encode
 
 if TYPE_CHECKING:
     from ft_notebook.events import EventPayload
+    from ft_notebook.store._async import SaveHandle, SaveState
 
 __all__ = ["Checkpoint", "CheckpointInfo", "CheckpointStore", "SaveHandle", "SaveState"]
 
@@ -65,7 +57,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class CheckpointStore:
+class CheckpointStore(Saving):
     """Checkpoints of runs at ``url``, committed to each of ``replicas`` too.
 
     Args:
@@ -104,8 +96,10 @@ class CheckpointStore:
         self._locations = [open_location(u, trust, storage_options or {}) for u in (url, *replicas)]
         self._publish_events = publish_events
         self._pack_below = pack_below
-        self._writer = AsyncWriter(f"ft-notebook-store-writer {self.url}")
-        self._staging = StagingPool()
+        # made by the first save that needs them (see _saving)
+        self._making = threading.Lock()
+        self._writer_made = None
+        self._staging_made = None
 
     @property
     def url(self) -> str:
@@ -117,133 +111,6 @@ class CheckpointStore:
 
     def __repr__(self) -> str:
         return f"CheckpointStore({self.url!r}, keep={self.keep}, replicas={list(self.replicas)})"
-
-    # -- saving ----------------------------------------------------------------------
-
-    def save(
-        self,
-        run: str,
-        step: int,
-        state: Mapping[str, Any],
-        metadata: Mapping[str, Any] | None = None,
-        *,
-        pin: bool = False,
-        allow_pickle: bool = False,
-    ) -> CheckpointInfo:
-        """Commit ``state`` as checkpoint ``step`` of ``run`` at every location.
-
-        ``state`` is a dict of tensors, NumPy arrays and plain values, nested in dicts,
-        lists and tuples; ``metadata`` holds plain values (epoch, data cursor).
-        ``pin=True`` exempts it from retention. ``allow_pickle=True`` stores other
-        objects with pickle (notebook snapshots; private local folders only).
-
-        Raises:
-            UnsafeName: ``run`` cannot be a folder name.
-            StoreError: a value cannot be stored (the message names it), the step is
-                already committed, or writing failed (path, errno, what to do).
-            StoreUnsafe: pickle at a location others can write to.
-        """
-        return self._commit(self._prepare(run, step, state, metadata, pin, allow_pickle))
-
-    def save_async(
-        self,
-        run: str,
-        step: int,
-        state: Mapping[str, Any],
-        metadata: Mapping[str, Any] | None = None,
-        *,
-        pin: bool = False,
-        allow_pickle: bool = False,
-    ) -> SaveHandle:
-        """Like :meth:`save`, but return once ``state`` is copied to host memory.
-
-        A background thread writes and commits it; the handle tells when, and how
-        long the caller was blocked (``stall_s``). Per run, one save is written at a
-        time and a queued one is superseded by a newer one. Errors in ``state`` raise
-        here; errors of the write are on the handle.
-        """
-        start = time.perf_counter()
-        stage = Stage(self._staging)
-        try:
-            job = self._prepare(run, step, state, metadata, pin, allow_pickle, stage=stage)
-            stage.copy_all()
-        except BaseException:
-            stage.release()
-            raise
-        handle = SaveHandle(job.run, job.step)
-        handle.stall_s = time.perf_counter() - start
-        self._writer.submit(handle, lambda: self._commit(job), stage.release)
-        return handle
-
-    def warm(self, state: Mapping[str, Any]) -> threading.Thread:
-        """Prepare, on a background thread, the host memory ``save_async`` of a state
-        shaped like ``state`` will copy into (its tensors are not read).
-
-        Call it once the state has its final shapes (a model and optimizer after their
-        first step): the first ``save_async`` then holds the caller up only for the
-        copy, not for making and faulting in fresh (or pinned) memory. Returns the
-        thread, for whoever wants to wait for it.
-        """
-        return self._staging.warm(staging_sizes(state))
-
-    def save_raw(
-        self,
-        run: str,
-        step: int,
-        state: Mapping[str, Any],
-        blobs: Mapping[str, Buffer],
-        reuse: Mapping[str, int] | None = None,
-        *,
-        pin: bool = False,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> CheckpointInfo:
-        """Commit a checkpoint of blobs the caller named by their xxh3-128 (see
-        :mod:`._raw`): ``blobs`` are new, ``reuse`` (key -> size) were written before.
-        ``state`` (plain values) describes them; ``metadata`` is what :meth:`list`
-        shows without reading the state. Notebook snapshots use this.
-
-        Raises:
-            StoreError: a key is malformed, a reused blob is missing, writing failed.
-            StoreUnsafe: pickles (``.pkl``) at a location others can write to.
-        """
-        run = run_name(run)
-        if any(k.endswith(".pkl") for k in [*blobs, *(reuse or {})]):
-            for loc in self._locations:
-                loc.check_private("save", run, None, ())
-        meta = encode(dict(metadata or {}), "metadata")
-        job = Job(run, checked_step(step), Encoded(tree=None), meta, pin)
-        described = state_blob(state)
-        return self._commit(job, ([*raw_blobs(blobs), described], described.key, reuse or {}))
-
-    def open_raw(
-        self, run: str, step: int | None = None, *, allow_pickle: bool = False
-    ) -> RawCheckpoint:
-        """A raw checkpoint (``step``, or the newest whose manifest and state verify),
-        whose blobs are read and verified on demand.
-
-        Raises:
-            CheckpointNotFound, CheckpointCorrupt: as :meth:`load`.
-            StoreUnsafe: it holds pickles and a location others can write to.
-        """
-        run = run_name(run)
-        steps = [checked_step(step)] if step is not None else self._steps(run)
-        found = open_first(self._locations, run, steps, allow_pickle=allow_pickle)
-        if found is None:
-            raise self._not_found(run, step)
-        return found
-
-    def pending(self) -> builtins.list[SaveHandle]:
-        """Asynchronous saves being written or queued."""
-        return self._writer.pending()
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until no asynchronous save is left; False if ``timeout`` ran out."""
-        return self._writer.wait_idle(timeout)
-
-    def close(self) -> None:
-        """Finish every asynchronous save and free the buffers kept for the next."""
-        self.flush()
-        self._staging.clear()
 
     def __enter__(self) -> CheckpointStore:
         return self
@@ -289,6 +156,23 @@ class CheckpointStore:
         if skipped:
             raise _errors.all_corrupt(run, skipped)
         raise self._not_found(run, None)
+
+    def open_raw(
+        self, run: str, step: int | None = None, *, allow_pickle: bool = False
+    ) -> RawCheckpoint:
+        """A raw checkpoint (``step``, or the newest whose manifest and state verify),
+        whose blobs are read and verified on demand.
+
+        Raises:
+            CheckpointNotFound, CheckpointCorrupt: as :meth:`load`.
+            StoreUnsafe: it holds pickles and a location others can write to.
+        """
+        run = run_name(run)
+        steps = [checked_step(step)] if step is not None else self._steps(run)
+        found = open_first(self._locations, run, steps, allow_pickle=allow_pickle)
+        if found is None:
+            raise self._not_found(run, step)
+        return found
 
     def verify(self, run: str, step: int) -> CheckpointInfo:
         """Read every file of ``run``/``step`` and check it against its manifest.
@@ -373,62 +257,6 @@ class CheckpointStore:
 
     # -- internals -------------------------------------------------------------------
 
-    def _prepare(
-        self,
-        run: str,
-        step: int,
-        state: Mapping[str, Any],
-        metadata: Mapping[str, Any] | None,
-        pin: bool,
-        allow_pickle: bool,
-        *,
-        stage: Stage | None = None,
-    ) -> Job:
-        run = run_name(run)
-        if allow_pickle:
-            for loc in self._locations:
-                loc.check_private("save", run, None, ())
-        return prepare(run, checked_step(step), state, metadata, pin, allow_pickle, stage)
-
-    def _commit(
-        self, job: Job, raw: tuple[builtins.list[Blob], str, Mapping[str, int]] | None = None
-    ) -> CheckpointInfo:
-        blobs, state_key = to_blobs(job.state, self._pack_below) if raw is None else raw[:2]
-        files = {b.key: FileEntry(b.size, b.key.split(".", 1)[0]) for b in blobs}
-        done: list[str] = []
-        manifest = None
-        for loc in self._locations:
-            try:
-                with loc.writing():
-                    reused = reused_entries(loc, raw[2]) if raw is not None else {}
-                    manifest = Manifest(
-                        job.run,
-                        job.step,
-                        time.time(),
-                        job.pin,
-                        job.metadata,
-                        state_key,
-                        {**reused, **files},
-                    )
-                    loc.write_blobs(blobs)
-                    with loc.run_lock(job.run):
-                        loc.commit_manifest(job.run, job.step, manifest.to_bytes())
-            except FileExistsError:
-                raise _errors.already_committed(job.run, job.step, loc.url) from None
-            except OSError as e:
-                previous = newest(loc, job.run)
-                raise _errors.write_failed(
-                    e, run=job.run, step=job.step, url=loc.url, previous=previous, committed_to=done
-                ) from e
-            done.append(loc.url)
-            self._retention.mark_good(loc.url, job.run, job.step, manifest.digest)
-            self._retention.after_commit(loc, job.run)
-        assert manifest is not None  # there is always a location
-        from ft_notebook.events import CheckpointCommitted
-
-        self._publish(CheckpointCommitted(job.step, manifest.nbytes, self.url), job.run, job.step)
-        return describe(manifest, self.url)
-
     def _try_step(
         self, run: str, step: int, allow_pickle: bool
     ) -> tuple[Checkpoint | None, builtins.list[str]]:
@@ -498,3 +326,12 @@ class CheckpointStore:
         if step is None or not committed:
             return _errors.no_run(run, urls, self.runs())
         return _errors.no_step(run, step, urls, committed)
+
+
+def __getattr__(name: str) -> object:
+    # the asynchronous writer's module loads with the first asynchronous save
+    if name in ("SaveHandle", "SaveState"):
+        from ft_notebook.store import _async
+
+        return getattr(_async, name)
+    raise AttributeError(f"module 'ft_notebook.store' has no attribute {name!r}")

@@ -24,15 +24,18 @@ import sys
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import xxhash
 
 from ft_notebook.exceptions import StoreError
-from ft_notebook.store import _tensors
 from ft_notebook.store._io import run_all
 from ft_notebook.store._values import TAG, Malformed, decode, encode
+
+if TYPE_CHECKING:
+    # loaded where tensors are encoded or decoded: a notebook restore reads none
+    from ft_notebook.store import _tensors
 
 PACK_BELOW = 1 << 20
 STATE_FORMAT = "ft-notebook-state/1"
@@ -104,6 +107,8 @@ def encode_state(
     """Take ``state`` apart. With ``stage`` (an asynchronous save), tensors and arrays
     are copied into its buffers, so nothing in the result aliases the caller's memory
     and the caller may change its tensors as soon as this returns."""
+    from ft_notebook.store import _tensors
+
     enc = Encoded(tree=None, stage=stage)
 
     def add(kind: str, payload: _tensors.Raw | bytes) -> dict[str, Any]:
@@ -189,6 +194,8 @@ def decode_state(
                         "the checkpoint holds pickled objects; load it with allow_pickle=True"
                     )
                 return _unpickled(buf, key)
+            from ft_notebook.store import _tensors  # a state without tensors never needs it
+
             if key not in parsed:
                 parsed[key] = _tensors.parse(buf)
             entry = parsed[key][name]
@@ -245,6 +252,8 @@ def _pickled(obj: object, path: str) -> bytes:
 
 
 def _safetensors(raws: list[_tensors.Raw]) -> list[Buffer]:
+    from ft_notebook.store import _tensors
+
     head, order = _tensors.header(raws)
     return [head, *(raws[i].data for i in order)]
 

@@ -16,7 +16,14 @@ from pathlib import Path
 # PyYAML too: parsing the defaults took 25 ms (they are compiled into _defaults.py)
 HEAVY = ("dask", "distributed", "torch", "bokeh", "ipywidgets", "jupyter_server", "fsspec", "yaml")
 # and parts of ft_notebook a restore does not use (each costs it milliseconds)
-UNUSED = ("ft_notebook._settings", "ft_notebook.cluster._registry", "ft_notebook.cluster._status")
+UNUSED = (
+    "ft_notebook._settings",
+    "ft_notebook.cluster._registry",
+    "ft_notebook.cluster._status",
+    "ft_notebook.store._async",
+    "ft_notebook.store._staging",
+    "ft_notebook.store._tensors",
+)
 
 _SHELL = """
 import json, sys
