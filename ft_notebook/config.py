@@ -97,33 +97,24 @@ def load_config() -> FTConfig:
 @functools.lru_cache(maxsize=1)
 def get_config() -> FTConfig:
     """The configuration of this process, read on first use."""
-    config = load_config()
-    if _data_dir_setting.cache_info().currsize and config.data_dir != _data_dir_setting():
-        # the folder was read first (a restore) and the settings changed since: this
-        # process goes on with the folder it has been using, as data_dir_setting() does
-        config = dataclasses.replace(config, data_dir=_data_dir_setting())
-    return config
+    # the data folder is the one data_dir_setting() read, which may have come first (a
+    # restore reads nothing else): a process keeps using one folder
+    return dataclasses.replace(load_config(), data_dir=data_dir_setting())
 
 
 def reload_config() -> FTConfig:
     """Forget the cached configuration and read it again (tests, long-lived servers)."""
     get_config.cache_clear()
-    _data_dir_setting.cache_clear()
+    data_dir_setting.cache_clear()
     return get_config()
 
 
+@functools.lru_cache(maxsize=1)
 def data_dir_setting() -> Path:
     """``get_config().data_dir`` without building the rest: a notebook restore needs
     nothing else, and the settings' classes cost it 4 ms to create. (So a bad value of
     another setting does not stop a restore; ``get_config()`` reports it.) Read once,
-    like ``get_config()``; both give the folder read first until :func:`reload_config`."""
-    if get_config.cache_info().currsize:
-        return get_config().data_dir
-    return _data_dir_setting()
-
-
-@functools.lru_cache(maxsize=1)
-def _data_dir_setting() -> Path:
+    like ``get_config()``, until :func:`reload_config`."""
     return _data_dir(_get(_section(), "data-dir"))
 
 
