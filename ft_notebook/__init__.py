@@ -79,12 +79,9 @@ __all__ = [
 
 def load_ipython_extension(shell: object) -> None:
     """``%load_ext ft_notebook``: register the ``%ft`` magics in this kernel."""
-    from ft_notebook._gc import collector_paused
+    from ft_notebook.magics import load_ipython_extension as load
 
-    with collector_paused():  # imports: many long-lived objects, no garbage
-        from ft_notebook.magics import load_ipython_extension as load
-
-        load(shell)
+    load(shell)
 
 
 def unload_ipython_extension(shell: object) -> None:

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ft_notebook._gc import collector_as_before, collector_paused
 from ft_notebook.exceptions import SnapshotError
 from ft_notebook.session._capture import VarEntry, buffer_key, pickle_key
 from ft_notebook.session._namespace import capture_rng, describe, restore_rng
@@ -92,8 +91,7 @@ class Rebuilder:
             resolve_var=self._var,
             load_buffer=lambda key: self._buffer(records[key]),
         )
-        with collector_paused():  # many long-lived objects, next to no garbage
-            return unpickler.load()
+        return unpickler.load()
 
     def _buffer(self, record: BufferRecord) -> Any:
         found = self._buffers.get(record.key)
@@ -143,8 +141,7 @@ class Rebuilder:
         result: dict[str, Any] | BaseException = scratch
         try:
             restore_rng(cell["rng"])
-            with collector_as_before():  # the user's code, perhaps inside an unpickling
-                exec(compile(cell["code"], f"<replay of cell {count}>", "exec"), scratch)
+            exec(compile(cell["code"], f"<replay of cell {count}>", "exec"), scratch)
         except Exception as e:
             result = e
         finally:

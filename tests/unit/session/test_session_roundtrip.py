@@ -146,7 +146,7 @@ def test_a_replayed_cell_gets_numpys_unseeded_global_state_back(tmp_path: Path) 
     ns, report = nb.crash_and_restore()
     assert report.replayed == ["draws"]
     assert list(ns["draws"]) == list(nb.ns["draws"])
-    assert gc.isenabled()  # held while unpickling only
+    assert gc.isenabled()  # a restore leaves the collector as it found it
 
 
 def test_a_replay_that_differs_is_reported_never_restored(tmp_path: Path) -> None:
