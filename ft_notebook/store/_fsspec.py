@@ -26,11 +26,10 @@ import datetime
 import posixpath
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ft_notebook.exceptions import StoreUnsafe, UnsafeName
 from ft_notebook.store import _locks
-from ft_notebook.store._codec import Blob
 from ft_notebook.store._faults import stage
 from ft_notebook.store._location import (
     BLOBS,
@@ -41,6 +40,9 @@ from ft_notebook.store._location import (
     step_dir,
 )
 from ft_notebook.store._manifest import NAME
+
+if TYPE_CHECKING:
+    from ft_notebook.store._encode import Blob
 
 GRACE_S = 3600.0
 _BATCH = 256 << 20

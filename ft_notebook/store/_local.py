@@ -30,12 +30,13 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ft_notebook._paths import private_dir
 from ft_notebook.exceptions import StoreError, StoreUnsafe, UnsafeName
-from ft_notebook.store._codec import Blob, Buffer
+from ft_notebook.store._codec import Buffer
 from ft_notebook.store._faults import stage
 from ft_notebook.store._io import run_all
 from ft_notebook.store._location import (
@@ -47,6 +48,9 @@ from ft_notebook.store._location import (
     step_dir,
 )
 from ft_notebook.store._manifest import NAME
+
+if TYPE_CHECKING:
+    from ft_notebook.store._encode import Blob
 
 _CHUNK = 64 << 20  # Linux writes at most 2 GiB per call; smaller calls keep memory flat
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC

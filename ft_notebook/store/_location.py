@@ -20,10 +20,13 @@ import abc
 import re
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 from ft_notebook._paths import checked_name
 from ft_notebook.exceptions import StoreError, UnsafeName
-from ft_notebook.store._codec import Blob
+
+if TYPE_CHECKING:
+    from ft_notebook.store._encode import Blob
 
 BLOBS = "blobs"
 MAX_STEP = 10**12 - 1

@@ -6,11 +6,11 @@ looking for changes; they hand those blobs over as they are (``<xxh3-128>.pkl`` 
 is neither hashed nor written again. The checkpoint they make has the same manifest,
 commit protocol, retention and blob collection as any other; only the payload is the
 caller's to interpret. Reads verify each blob against the manifest when it is read.
+This module reads them; :mod:`._encode` turns the caller's blobs into files to write.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,48 +18,12 @@ from typing import Any
 import xxhash
 
 from ft_notebook.exceptions import CheckpointCorrupt, StoreError
-from ft_notebook.store._codec import BLOB_KEY, STATE_FORMAT, Blob, Buffer, decode_state
+from ft_notebook.store._codec import decode_state
 from ft_notebook.store._location import Location
-from ft_notebook.store._manifest import FileEntry, Manifest
+from ft_notebook.store._manifest import Manifest
 from ft_notebook.store._reader import Damaged, describe, read_manifest
 from ft_notebook.store._types import CheckpointInfo
-from ft_notebook.store._values import Malformed, encode
-
-RAW_EXTENSIONS = ("pkl", "bin")
-
-
-def raw_blobs(blobs: Mapping[str, Buffer]) -> list[Blob]:
-    """The caller's blobs as files to write; their keys are checked, not their bytes
-    (a wrong hash is caught by the first read, as any damage would be)."""
-    out = []
-    for key, data in blobs.items():
-        _check_key(key)
-        view = memoryview(data).cast("B")
-        out.append(Blob(key, view.nbytes, (view,)))
-    return out
-
-
-def state_blob(state: Mapping[str, Any]) -> Blob:
-    """The JSON file of a raw checkpoint: the caller's description of its blobs."""
-    doc = {"format": STATE_FORMAT, "tree": encode(dict(state), "state"), "leaves": []}
-    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
-    return Blob(f"{xxhash.xxh3_128(text).hexdigest()}.json", len(text), (text,))
-
-
-def reused_entries(loc: Location, reuse: Mapping[str, int]) -> dict[str, FileEntry]:
-    """Manifest entries for blobs an earlier checkpoint wrote; each must be there."""
-    entries = {}
-    for key, size in reuse.items():
-        _check_key(key)
-        found = loc.blob_size(key)
-        if found != size:
-            seen = "missing" if found is None else f"{found} bytes, not {size}"
-            raise StoreError(
-                f"The blob {key} this checkpoint reuses is {seen} at {loc.url}. Save it "
-                f"again without reusing (a full snapshot)."
-            )
-        entries[key] = FileEntry(size, key.split(".", 1)[0])
-    return entries
+from ft_notebook.store._values import Malformed
 
 
 @dataclass(frozen=True)
@@ -129,13 +93,6 @@ def _verify(manifest: Manifest, key: str, size: int, data: memoryview) -> None:
     entry = manifest.files[key]
     if size != entry.size or xxhash.xxh3_128(data).hexdigest() != entry.xxh3_128:
         raise Damaged(f"blobs/{key} does not match the manifest (truncated or changed)")
-
-
-def _check_key(key: str) -> None:
-    if not BLOB_KEY.fullmatch(key) or key.rsplit(".", 1)[1] not in RAW_EXTENSIONS:
-        raise StoreError(
-            f"A raw blob key must be '<32 hex digits of its xxh3-128>.pkl' or '.bin', got {key!r}."
-        )
 
 
 def open_first(

@@ -2,9 +2,9 @@
 
 :class:`Saving` is the writing half of :class:`~ft_notebook.store.CheckpointStore`,
 which keeps reading, listing and deleting. The asynchronous writer, the staging
-buffers and the tensor encoders (the codec imports those lazily too) load with the
-first save that needs them, so a store opened only to read (a notebook restore in a
-fresh kernel) never imports them.
+buffers and the encoders (:mod:`._encode`, which imports the tensor encoders lazily
+too) load with the first save that needs them, so a store opened only to read (a
+notebook restore in a fresh kernel) never imports them.
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook.store import _errors
-from ft_notebook.store._codec import Encoded, Job, prepare, to_blobs
 from ft_notebook.store._location import Location, checked_step, run_name
 from ft_notebook.store._maintenance import Retention, newest
 from ft_notebook.store._manifest import FileEntry, Manifest
-from ft_notebook.store._raw import raw_blobs, reused_entries, state_blob
 from ft_notebook.store._reader import describe
 from ft_notebook.store._types import CheckpointInfo
 from ft_notebook.store._values import encode
@@ -28,7 +26,8 @@ from ft_notebook.store._values import encode
 if TYPE_CHECKING:
     from ft_notebook.events import EventPayload
     from ft_notebook.store._async import AsyncWriter, SaveHandle
-    from ft_notebook.store._codec import Blob, Buffer
+    from ft_notebook.store._codec import Buffer
+    from ft_notebook.store._encode import Blob, Job
     from ft_notebook.store._staging import StagingPool
     from ft_notebook.store._tensors import Stage
 
@@ -145,10 +144,13 @@ class Saving:
         if any(k.endswith(".pkl") for k in [*blobs, *(reuse or {})]):
             for loc in self._locations:
                 loc.check_private("save", run, None, ())
+        from ft_notebook.store import _encode
+
         meta = encode(dict(metadata or {}), "metadata")
-        job = Job(run, checked_step(step), Encoded(tree=None), meta, pin)
-        described = state_blob(state)
-        return self._commit(job, ([*raw_blobs(blobs), described], described.key, reuse or {}))
+        job = _encode.Job(run, checked_step(step), _encode.Encoded(tree=None), meta, pin)
+        described = _encode.state_blob(state)
+        files = [*_encode.raw_blobs(blobs), described]
+        return self._commit(job, (files, described.key, reuse or {}))
 
     def pending(self) -> builtins.list[SaveHandle]:
         """Asynchronous saves being written or queued."""
@@ -197,11 +199,15 @@ class Saving:
         if allow_pickle:
             for loc in self._locations:
                 loc.check_private("save", run, None, ())
-        return prepare(run, checked_step(step), state, metadata, pin, allow_pickle, stage)
+        from ft_notebook.store import _encode
+
+        return _encode.prepare(run, checked_step(step), state, metadata, pin, allow_pickle, stage)
 
     def _commit(
         self, job: Job, raw: tuple[builtins.list[Blob], str, Mapping[str, int]] | None = None
     ) -> CheckpointInfo:
+        from ft_notebook.store._encode import reused_entries, to_blobs
+
         blobs, state_key = to_blobs(job.state, self._pack_below) if raw is None else raw[:2]
         files = {b.key: FileEntry(b.size, b.key.split(".", 1)[0]) for b in blobs}
         done: list[str] = []
