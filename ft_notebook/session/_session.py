@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook._paths import checked_name
@@ -31,24 +31,11 @@ from ft_notebook.session._objects import BufferRecord
 from ft_notebook.session._restore import RestoreReport, rebuild
 
 if TYPE_CHECKING:
+    from ft_notebook.session._outcomes import SnapshotInfo
     from ft_notebook.store import CheckpointStore
 
 FORMAT = 1
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SnapshotInfo:
-    """A snapshot that was taken: what it holds and what it cost."""
-
-    name: str
-    cell: int
-    time: float
-    variables: int
-    changed: tuple[str, ...]
-    bytes_written: int
-    size: int
-    replay: tuple[str, ...]
 
 
 class NotebookSession:
@@ -137,8 +124,9 @@ class NotebookSession:
         replayed = tuple(n for n, e in capture.entries.items() if e.how != "pickle")
         # kept by replay, but the cell that made them was never seen: they cannot come back
         lost = tuple(n for n in replayed if capture.entries[n].cell not in self._cells)
-        # events load with the first snapshot: a kernel that only restores never needs them
+        # these load with the first snapshot: a kernel that only restores never needs them
         from ft_notebook.events import SnapshotCommitted, publish, session_topic
+        from ft_notebook.session._outcomes import SnapshotInfo
 
         announce = SnapshotCommitted(label, written, len(capture.entries), lost)
         self._step = step

@@ -9,26 +9,15 @@ failure rolls back to, variables mutated in place included.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook._notebook_key import notebook_key as key_of_path
 from ft_notebook.session._restore import RestoreReport
-from ft_notebook.session._session import NotebookSession, SnapshotInfo
+from ft_notebook.session._session import NotebookSession
 
 if TYPE_CHECKING:
+    from ft_notebook.session._outcomes import SnapshotInfo, TransactionOutcome
     from ft_notebook.store import CheckpointStore
-
-
-@dataclass(frozen=True)
-class TransactionOutcome:
-    """How a ``%%ft checkpoint`` cell ended: committed, or rolled back and why."""
-
-    committed: SnapshotInfo | None
-    attempts: int
-    rolled_back: tuple[str, ...]
-    removed: tuple[str, ...]
-    error: BaseException | None
 
 
 def snapshot_store() -> CheckpointStore:
@@ -95,6 +84,8 @@ class ShellSnapshots:
 
     def transaction(self, cell: str, *, name: str | None, retries: int) -> TransactionOutcome:
         """Run ``cell``; on an exception put every variable back as it was, then retry."""
+        from ft_notebook.session._outcomes import TransactionOutcome
+
         self._in_transaction = True
         try:
             before = self.save()

@@ -21,6 +21,7 @@ UNUSED = (
     "ft_notebook.cluster._registry",
     "ft_notebook.cluster._status",
     "ft_notebook.store._async",
+    "ft_notebook.session._outcomes",
     "ft_notebook.store._encode",
     "ft_notebook.store._staging",
     "ft_notebook.store._tensors",
