@@ -68,6 +68,9 @@ class Record:
     joins: list[dict[str, Any]] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)  # every worker that had a rank of the run
     steps_per_s: float = 0.0
+    #: Re-forms of the same members after collectives failed at one step with no
+    #: loss: {"step", "since" (the first), "count"}.
+    regrouping: dict[str, Any] | None = None
     published: tuple[float, Any] = (0.0, None)  # when, and what, progress was last published
 
     @property

@@ -27,6 +27,9 @@ logger = logging.getLogger("ft_notebook.train._coordinator")
 
 #: Points a run's history keeps (see :func:`_trim_history`).
 _HISTORY_MAX = 2000
+#: Re-forms of the same members after failed collectives before the run may fail
+#: (it fails only once the step has also stood still for the stall threshold).
+_REGROUPS_MIN = 3
 
 
 class RunReports:
@@ -41,6 +44,7 @@ class RunReports:
         def _finish(self, record: Record, state: RunState, reason: str) -> None: ...
         def _set_state(self, record: Record, state: RunState, reason: str) -> None: ...
         def _update_health(self, record: Record) -> None: ...
+        def stall_threshold(self, record: Record) -> float: ...
         def _new_plan(
             self,
             record: Record,
@@ -125,7 +129,10 @@ class RunReports:
             if plan is not None and r.data.get("plan", r.gen) == plan.gen:
                 # a collective failed before the control plane heard of a loss: give the
                 # loss a moment to arrive, else form the same members again
-                asyncio.get_running_loop().call_later(0.5, self._reform_if_stuck, record, plan.gen)
+                error = str(r.data.get("error", ""))
+                asyncio.get_running_loop().call_later(
+                    0.5, self._reform_if_stuck, record, plan.gen, r.step, error
+                )
         elif kind == "done":
             record.step, record.epoch = r.step, int(r.data.get("epoch", record.epoch))
             record.loss = r.data.get("loss", record.loss)
@@ -226,10 +233,39 @@ class RunReports:
         self._set_state(record, RunState.RUNNING, f"recovered with {len(plan.members)} workers")
         self._update_health(record)
 
-    def _reform_if_stuck(self, record: Record, gen: int) -> None:
+    def _reform_if_stuck(self, record: Record, gen: int, step: int, error: str) -> None:
+        """A collective failed at ``step`` and no loss followed: form the same members
+        again. When they keep failing at the same step for the run's stall threshold (a
+        broken interconnect, a GPU in a bad state), the run fails and says so, rather
+        than re-forming for ever while it looks as if it were running."""
         plan = record.plan
         if record.finished or plan is None or plan.gen != gen:
             return
+        stuck = record.regrouping
+        if stuck is None or stuck["step"] != step:  # it got further (or rolled back)
+            stuck = record.regrouping = {"step": step, "since": time.time(), "count": 0}
+        stuck["count"] += 1
+        waited = time.time() - stuck["since"]
+        if stuck["count"] >= _REGROUPS_MIN and waited >= self.stall_threshold(record):
+            self._finish(
+                record,
+                RunState.FAILED,
+                f"the workers' collectives failed {stuck['count']} times in a row at step "
+                f"{stuck['step']} over {waited:.0f} s, with no worker lost (last error: "
+                f"{error or 'none given'}). Check that the workers can reach each other "
+                f"(ft-notebook.cluster.interface, NCCL_DEBUG=INFO on GPUs), then go on "
+                f"from the newest checkpoint with ft.fit(..., resume=True).",
+            )
+            return
+        logger.warning(
+            "run %s: a collective failed at step %s (%s); forming the same %d workers "
+            "again (%d in a row)",
+            record.name,
+            step,
+            error,
+            len(plan.members),
+            stuck["count"],
+        )
         members = [m for m in plan.members if m in record.actors]
         if len(members) >= record.options.min_workers and members:
             self._new_plan(record, members, how="form")

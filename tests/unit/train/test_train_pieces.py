@@ -338,3 +338,54 @@ def test_rank_zero_saying_its_checkpoints_lag_shows_on_the_run() -> None:
     assert record.lagging
     coordinator._progress(record, _progress(2, lagging=False))
     assert not record.lagging
+
+
+def test_collectives_failing_with_no_loss_fail_the_run_once_its_step_stands_still() -> None:
+    """A broken interconnect: every collective fails, no worker is lost. The run forms
+    the same members again while steps advance, and fails, saying why, once its step
+    has stood still for the stall threshold, instead of re-forming for ever."""
+    import asyncio
+
+    from ft_notebook.cluster._control import ControlPlane
+    from ft_notebook.events import RunState
+
+    coordinator, record = RunCoordinator(), Record("r", b"", Options(first_steps_floor_s=1.0))
+    coordinator.control = ControlPlane()  # not started: holds and status rows only
+    coordinator.runs["r"] = record
+    # nothing listens there: the plans sent to them fail, as for a worker going away
+    record.actors = {"0": "tcp://127.0.0.1:9", "1": "tcp://127.0.0.1:9"}
+
+    async def fail_a_collective(step: int) -> float:
+        """Rank 0 reports a failed collective at ``step``; when the next plan came."""
+        plan = record.plan
+        assert plan is not None
+        data = {"error": "Connection reset by peer", "plan": plan.gen}
+        coordinator._on_report(record, Report("r", "0", "peer-failed", plan.gen, step, 0.0, data))
+        deadline = time.monotonic() + 10
+        while record.plan is plan and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert record.plan is not plan, "no new plan after a failed collective"
+        return time.monotonic()
+
+    async def scenario() -> tuple[float, float, int]:
+        coordinator._set_state(record, RunState.RUNNING, "2 workers")
+        coordinator._new_plan(record, ["0", "1"], how="form")
+        for step in range(1, 6):  # steps advance between the failures: it goes on
+            coordinator._progress(record, _progress(step))
+            first_at_5 = await fail_a_collective(step)
+            assert not record.finished
+            assert record.plan.members == ("0", "1")
+        ended, more = first_at_5, 0
+        while not record.finished and ended - first_at_5 < 10:
+            ended, more = await fail_a_collective(5), more + 1
+        return first_at_5, ended, more
+
+    first_at_5, ended, more = asyncio.run(scenario())
+    assert ended - first_at_5 >= 0.95  # the threshold (1 s) from the first re-form at step 5
+    assert more >= 2  # and three failures at the step at least
+    assert record.state is RunState.FAILED
+    assert f"failed {more + 1} times in a row at step 5" in record.reason
+    assert "Connection reset by peer" in record.reason
+    assert "resume=True" in record.reason
+    assert record.plan is not None
+    assert record.plan.stop == "failed"
