@@ -162,7 +162,7 @@ class FTMagics(Magics):
         _render.restored(self.snapshots.restore(args.name, args.vars, source=args.source))
 
     def _list(self, args: argparse.Namespace, cell: str | None) -> None:
-        _render.listing(self.snapshots.session.list())
+        _render.listing(*self.snapshots.listing())
 
     def _status(self, args: argparse.Namespace, cell: str | None) -> None:
         _render.status(self.snapshots.status())

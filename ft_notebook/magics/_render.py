@@ -31,6 +31,11 @@ def saved(info: SnapshotInfo) -> None:
 def restored(report: RestoreReport) -> None:
     back = len(report.restored) + len(report.replayed)
     print(f"ft: restored {back} variables ({len(report.replayed)} by replaying their cells)")
+    if report.renamed_from:
+        print(
+            f"    from its snapshots as {report.renamed_from}, before this notebook was "
+            f"renamed; new snapshots go under its new name"
+        )
     for name, why in sorted(report.different.items()):
         print(f"    {name}: NOT restored, its replay differs: {why}")
     for name, why in sorted(report.lost.items()):
@@ -49,10 +54,13 @@ def transaction(outcome: TransactionOutcome) -> None:
     )
 
 
-def listing(rows: Sequence[dict[str, Any]]) -> None:
+def listing(rows: Sequence[dict[str, Any]], renamed_from: str | None = None) -> None:
     if not rows:
         print("ft: no snapshots yet: `%ft save` takes one, `%ft auto on` one after every cell")
         return
+    if renamed_from:
+        print(f"ft: taken before this notebook was renamed (as {renamed_from}); `%ft restore`")
+        print("    brings them back")
     print(f"{'name':<20} {'time':<19} {'cell':>5} {'size':>10}  variables")
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["time"]))

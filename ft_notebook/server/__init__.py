@@ -15,8 +15,9 @@ Routes, under ``<base_url>/ft-notebook/api/`` (see :data:`ROUTES`):
 Every route is authenticated and authorised (resource ``ft_notebook``); the only
 mutation is a POST, which carries XSRF protection when authenticated by cookie. Errors
 are JSON ``{"message", "reason"}`` with 400, 403, 404 or 503. The extension only reads
-journals, the registry and the store: it never imports the session, training or
-serving layers.
+journals, the registry and the store, and records the renames of notebooks that have
+snapshots (see :mod:`._renames`): it never imports the session, training or serving
+layers.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ft_notebook.server._handlers import (
     WorkersHandler,
 )
 from ft_notebook.server._manager import ResilienceManager
+from ft_notebook.server._renames import CONTENTS_EVENTS, listener
 
 __all__ = ["API_PREFIX", "AUTH_RESOURCE", "ROUTES", "ResilienceManager"]
 
@@ -66,4 +68,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     web_app.add_handlers(
         ".*$", [(url_path_join(base_url, path), handler) for path, handler, _ in ROUTES]
     )
+    # a renamed notebook keeps its snapshots: Jupyter says what was renamed
+    serverapp.event_logger.add_listener(schema_id=CONTENTS_EVENTS, listener=listener(serverapp))
     serverapp.log.info("ft_notebook server extension: %d routes under /%s", len(ROUTES), API_PREFIX)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
@@ -26,6 +25,7 @@ from ft_notebook._notebook_key import notebook_key
 from ft_notebook.exceptions import ClusterUnreachable, UnsafeName
 from ft_notebook.server._manager import MAX_EVENTS, ApiError, ResilienceManager
 from ft_notebook.server._models import ErrorModel
+from ft_notebook.server._renames import kernel_file_path
 
 #: The resource name the server's authorizer sees for every route of this extension.
 AUTH_RESOURCE = "ft_notebook"
@@ -117,19 +117,10 @@ class SnapshotsHandler(_Handler):
         self.reply([s.to_json() for s in snapshots])
 
     def _kernel_file_path(self, api_path: str) -> str:
-        """What a kernel started for ``api_path`` gets as ``JPY_SESSION_NAME``: the
-        working directory the server gives it, joined with the notebook's name."""
-        parts = api_path.strip("/").split("/")
-        if not api_path.strip("/") or any(p in ("", ".", "..") for p in parts):
-            raise web.HTTPError(
-                400,
-                "%s",
-                f"The notebook path {api_path!r} is not a path inside the server's root, "
-                f"e.g. 'folder/analysis.ipynb'.",
-                reason="BadRequest",
-            )
-        cwd: str = self.kernel_manager.cwd_for_path(api_path)  # type: ignore[no-untyped-call]
-        return os.path.join(cwd, parts[-1])
+        try:
+            return kernel_file_path(self.kernel_manager, api_path)
+        except ValueError as e:
+            raise web.HTTPError(400, "%s", str(e), reason="BadRequest") from None
 
 
 class ChaosHandler(_Handler):

@@ -139,13 +139,20 @@ class ResilienceManager:
         return [e.to_dict() for e in history(topic, since=after)[:most]]
 
     def snapshots(self, notebook: str) -> list[SnapshotModel]:
-        """The snapshots of the notebook with key ``notebook``, oldest first."""
+        """The snapshots of the notebook with key ``notebook``, oldest first; with none
+        of its own, those it had under the name it was renamed from."""
         key = _name(notebook, "notebook key")
+        from ft_notebook import _renames
         from ft_notebook.store import CheckpointStore
 
-        rows = []
-        with CheckpointStore(data_dir() / "snapshots", keep=None, publish_events=False) as store:
+        rows, source = [], ""
+        folder = data_dir()
+        with CheckpointStore(folder / "snapshots", keep=None, publish_events=False) as store:
             infos = store.list(key)
+            for earlier in [] if infos else _renames.renamed_from(folder, key):
+                infos, source = store.list(earlier), earlier
+                if infos:
+                    break
         for info in infos:
             meta = info.metadata
             rows.append(
@@ -157,6 +164,7 @@ class ResilienceManager:
                     size=int(meta.get("size", 0)),
                     variables=tuple(str(v) for v in meta.get("variables", ())),
                     pinned=info.pinned,
+                    renamed_from=source,
                 )
             )
         return rows

@@ -95,6 +95,9 @@ class SnapshotModel:
     size: int
     variables: tuple[str, ...]
     pinned: bool
+    #: The notebook's key before it was renamed, when the snapshot was taken under
+    #: that name (a kernel started under the new one restores it); empty otherwise.
+    renamed_from: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)

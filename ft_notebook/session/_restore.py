@@ -30,6 +30,8 @@ class RestoreReport:
     replayed: list[str] = field(default_factory=list)
     different: dict[str, str] = field(default_factory=dict)  # name -> what differed
     lost: dict[str, str] = field(default_factory=dict)  # name -> why
+    #: The notebook's key before a rename, when the snapshot came from there.
+    renamed_from: str | None = None
 
 
 class Blobs(Protocol):

@@ -229,10 +229,12 @@ class NotebookSession:
         namespace.update(values)  # only now: a failure above left the namespace alone
         return report
 
-    def list(self) -> list[dict[str, Any]]:
-        """The snapshots of this notebook, oldest first."""
+    def list(self, notebook: str | None = None) -> list[dict[str, Any]]:
+        """The snapshots of this notebook (or of the one with key ``notebook``), oldest
+        first."""
         rows = []
-        for info in self.store.list(self.notebook):
+        key = self.notebook if notebook is None else checked_name(notebook, "notebook key")
+        for info in self.store.list(key):
             meta = info.metadata
             rows.append(
                 {
@@ -251,6 +253,10 @@ class NotebookSession:
             committed = self.store.list(self.notebook)
             self._step = committed[-1].step if committed else 0
         return self._step
+
+    def has(self, label: str, notebook: str) -> bool:
+        """Whether ``notebook`` (a key) has a snapshot named ``label``."""
+        return any(i.metadata.get("name") == label for i in self.store.list(notebook))
 
     def _step_of(self, label: str, notebook: str) -> int:
         named = [i.step for i in self.store.list(notebook) if i.metadata.get("name") == label]

@@ -12,6 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook._notebook_key import notebook_key as key_of_path
+from ft_notebook.exceptions import SnapshotError
 from ft_notebook.session._restore import RestoreReport
 from ft_notebook.session._session import NotebookSession
 
@@ -80,7 +81,37 @@ class ShellSnapshots:
     def restore(
         self, name: str = "latest", names: list[str] | None = None, *, source: str | None = None
     ) -> RestoreReport:
-        return self.session.restore(self.shell.user_ns, name, names, source=source)
+        """Restore ``name``; if this notebook has no such snapshot because it was
+        renamed in Jupyter (a kernel started since gets the new name), from the
+        snapshots it has under its old name."""
+        namespace = self.shell.user_ns
+        try:
+            return self.session.restore(namespace, name, names, source=source)
+        except SnapshotError:
+            if source is not None or self.session.has(name, self.key):
+                raise
+            for earlier in self._renamed_from():
+                if self.session.has(name, earlier):
+                    report = self.session.restore(namespace, name, names, source=earlier)
+                    report.renamed_from = earlier
+                    return report
+            raise
+
+    def listing(self) -> tuple[list[dict[str, Any]], str | None]:
+        """This notebook's snapshots, or, with none, those under its name before a
+        rename in Jupyter (the ones `restore` would bring back); and that old key."""
+        rows = self.session.list()
+        for earlier in [] if rows else self._renamed_from():
+            rows = self.session.list(earlier)
+            if rows:
+                return rows, earlier
+        return rows, None
+
+    def _renamed_from(self) -> list[str]:
+        from ft_notebook import _renames
+        from ft_notebook._paths import data_dir
+
+        return _renames.renamed_from(data_dir(), self.key)
 
     def transaction(self, cell: str, *, name: str | None, retries: int) -> TransactionOutcome:
         """Run ``cell``; on an exception put every variable back as it was, then retry."""

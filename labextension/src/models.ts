@@ -75,6 +75,7 @@ export interface SnapshotModel {
   size: number;
   variables: string[];
   pinned: boolean;
+  renamed_from: string;
 }
 
 /** What a chaos action did: the signal, to which worker, to which process. */

@@ -76,6 +76,7 @@ export function snapshot(overrides: Partial<SnapshotModel> = {}): SnapshotModel 
     size: 2048,
     variables: ['model', 'df'],
     pinned: false,
+    renamed_from: '',
     ...overrides
   };
 }

@@ -264,6 +264,32 @@ describe('snapshots', () => {
     expect(acts.restore).toHaveBeenNthCalledWith(2, 'before-fit');
   });
 
+  it('says when the snapshots were taken before the notebook was renamed', () => {
+    const own = renderPanel(
+      state({ snapshots: { path: 'a.ipynb', snapshots: [snapshot()], error: null } }),
+      NOW_MS,
+      actions()
+    );
+    expect(own.querySelector('.jp-ft-snapshots-renamed')).toBeNull();
+    const acts = actions();
+    const root = renderPanel(
+      state({
+        snapshots: {
+          path: 'final.ipynb',
+          snapshots: [snapshot({ renamed_from: 'draft-ee180348' })],
+          error: null
+        }
+      }),
+      NOW_MS,
+      acts
+    );
+    const note = root.querySelector<HTMLElement>('.jp-ft-snapshots-renamed');
+    expect(note?.dataset.renamedFrom).toBe('draft-ee180348');
+    expect(note?.textContent).toContain('before this notebook was renamed (as draft-ee180348)');
+    root.querySelector<HTMLButtonElement>('.jp-ft-snapshot-restore')?.click();
+    expect(acts.restore).toHaveBeenCalledWith('latest');
+  });
+
   it('disables the buttons with the reason when there is no kernel', () => {
     const root = renderPanel(
       state({ snapshots: { path: 'a.ipynb', snapshots: [], error: null } }),

@@ -245,3 +245,30 @@ def test_the_restore_command_brings_a_variable_back_into_a_restarted_kernel(
         )
         screenshot(page, "labextension-4-restored")
     assert restored == "42"
+
+
+def test_a_notebook_renamed_in_the_page_keeps_its_snapshots_in_the_panel(
+    lab: Lab, tmp_path: Path
+) -> None:
+    write_notebook(tmp_path / "notebooks" / "draft.ipynb", ["answer = 42"])
+    with open_page(lab, "lab/tree/draft.ipynb?reset", "labextension-rename") as page:
+        page.wait_for_function(KERNEL_IDLE, timeout=90_000)
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:snapshot')")
+        poll_for(lambda: _snapshots(lab, "draft.ipynb"), timeout=30, what="the snapshot")
+        # as the file browser's "Rename" does: through Jupyter's contents API
+        page.evaluate(
+            "() => window.jupyterapp.serviceManager.contents.rename('draft.ipynb', 'final.ipynb')"
+        )
+        renamed = poll_for(
+            lambda: _snapshots(lab, "final.ipynb"), timeout=30, what="the renamed notebook's"
+        )
+        page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:open-panel')")
+        note = page.wait_for_selector(
+            '.jp-ft-snapshots[data-path="final.ipynb"] .jp-ft-snapshots-renamed', timeout=30_000
+        )
+        screenshot(page, "labextension-5-renamed")
+        text = note.text_content() if note is not None else ""
+    assert [s["renamed_from"] for s in renamed] == [renamed[0]["renamed_from"]]
+    assert renamed[0]["renamed_from"].startswith("draft-")
+    assert f"(as {renamed[0]['renamed_from']})" in text

@@ -286,3 +286,36 @@ def test_a_renamed_notebook_restores_from_its_old_snapshots(
         assert renamed.execute("print(answer)").check().stdout.strip() == "42"
     finally:
         renamed.shutdown()
+
+
+def test_a_notebook_renamed_in_jupyter_restores_its_old_snapshots_by_itself(
+    notebook: KernelSession, tmp_path: Path
+) -> None:
+    """Jupyter told the server extension of the rename, which recorded it: a kernel
+    started under the new name restores the old snapshots with a plain `%ft restore`,
+    says where they came from, and keeps its own under the new name."""
+    from ft_notebook import _renames
+    from ft_notebook._notebook_key import notebook_key
+    from ft_notebook._paths import data_dir
+
+    notebook.execute("answer = 42\n%ft save").check()
+    old, new = (notebook_key(str(tmp_path / n)) for n in ("analysis.ipynb", "final.ipynb"))
+    _renames.record(data_dir(), old, new)  # what the server does on Jupyter's rename event
+    env = dict(os.environ, JPY_SESSION_NAME=str(tmp_path / "final.ipynb"))
+    renamed = KernelSession(tmp_path / "kernel2.log", cwd=tmp_path, env=env).start()
+    try:
+        listed = renamed.execute("%load_ext ft_notebook\n%ft list").check().stdout
+        assert f"before this notebook was renamed (as {old})" in listed, listed
+        assert "latest" in listed
+        out = renamed.execute("%ft restore").check().stdout
+        assert "restored 1 variables" in out, out
+        assert f"from its snapshots as {old}, before this notebook was renamed" in out
+        assert renamed.execute("print(answer)").check().stdout.strip() == "42"
+        renamed.execute("answer = 43\n%ft save").check()
+        renamed.kill()
+        renamed.start()
+        again = renamed.execute("%load_ext ft_notebook\n%ft restore").check().stdout
+        assert "renamed" not in again, again  # its own snapshot now
+        assert renamed.execute("print(answer)").check().stdout.strip() == "43"
+    finally:
+        renamed.shutdown()

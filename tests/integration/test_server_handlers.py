@@ -123,6 +123,54 @@ async def test_snapshots_of_an_open_notebook_by_its_path(
     assert json.loads(other.body) == []
 
 
+async def test_a_notebook_renamed_in_jupyter_keeps_its_snapshots(
+    jp_fetch: Fetch, jp_serverapp: Any, jp_root_dir: Path, private_data: Path
+) -> None:
+    """Renamed through Jupyter's contents API (as the file browser does), alone or
+    with its folder, a notebook's snapshots are listed under its new path; a
+    notebook without snapshots leaves no record."""
+    import asyncio
+
+    from ft_notebook import _renames
+
+    def key(api_path: str) -> str:
+        env = jp_serverapp.session_manager.get_kernel_env(api_path, api_path.split("/")[-1])
+        return notebook_key(env["JPY_SESSION_NAME"])
+
+    async def rename(old: str, new: str) -> None:
+        body = json.dumps({"path": new})
+        await jp_fetch("api", "contents", *old.split("/"), method="PATCH", body=body)
+
+    async def renamed_from(api_path: str, count: int) -> list[str]:
+        deadline = asyncio.get_running_loop().time() + 10
+        while asyncio.get_running_loop().time() < deadline:
+            found = _renames.renamed_from(private_data, key(api_path))
+            if len(found) >= count:
+                return found
+            await asyncio.sleep(0.02)
+        return _renames.renamed_from(private_data, key(api_path))
+
+    (jp_root_dir / "sub").mkdir()
+    for name in ("draft.ipynb", "plain.ipynb"):
+        (jp_root_dir / "sub" / name).write_text("{}")
+    draft, plain = key("sub/draft.ipynb"), key("sub/plain.ipynb")
+    with CheckpointStore(private_data / "snapshots", keep=None, publish_events=False) as store:
+        store.save(draft, 1, {"x": 1}, metadata={"name": "auto", "cell": 3, "variables": ["x"]})
+    await rename("sub/plain.ipynb", "sub/plain-2.ipynb")
+    await rename("sub/draft.ipynb", "sub/final.ipynb")
+    assert await renamed_from("sub/final.ipynb", 1) == [draft]
+    final = key("sub/final.ipynb")
+    listed = await jp_fetch(API_PREFIX, "snapshots", params={"path": "sub/final.ipynb"})
+    rows = json.loads(listed.body)
+    assert [(s["name"], s["cell"], s["renamed_from"]) for s in rows] == [("auto", 3, draft)]
+    await rename("sub", "moved")  # the folder, and the notebooks in it
+    assert await renamed_from("moved/final.ipynb", 2) == [final, draft]
+    listed = await jp_fetch(API_PREFIX, "snapshots", params={"path": "moved/final.ipynb"})
+    assert [s["renamed_from"] for s in json.loads(listed.body)] == [draft]
+    assert _renames.renamed_from(private_data, key("moved/plain-2.ipynb")) == []
+    assert plain not in (private_data / _renames.FILE).read_text()
+
+
 @pytest.mark.parametrize(
     ("route", "params"),
     [

@@ -45,11 +45,25 @@ export function renderSnapshots(
       'No snapshots yet. "Snapshot now" takes one; `%ft auto on` takes one after every cell.'
     );
   } else {
-    body = h(
+    const list = h(
       'ul',
       { class: 'jp-ft-snapshot-list' },
       ...view.snapshots.map(s => renderSnapshot(s, nowMs, actions))
     );
+    // renamed in Jupyter: a kernel started under the new name restores these too
+    const renamed = view.snapshots.find(s => s.renamed_from)?.renamed_from;
+    body = renamed
+      ? h(
+          'div',
+          {},
+          h(
+            'div',
+            { class: 'jp-ft-snapshots-renamed', 'data-renamed-from': renamed },
+            `Taken before this notebook was renamed (as ${renamed}); Restore brings them back.`
+          ),
+          list
+        )
+      : list;
   }
   return h(
     'section',
