@@ -6,6 +6,7 @@ restore command brings a variable back into a restarted kernel. Screenshots are 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import urllib.parse
@@ -219,17 +220,25 @@ def _snapshots(lab: Lab, notebook: str) -> list[dict[str, Any]]:
     return rows
 
 
+@contextlib.contextmanager
+def _notebook_with_a_snapshot(lab: Lab, tmp_path: Path, name: str, cell: str) -> Iterator[Any]:
+    """``name`` open in the page, its one cell run and snapshotted by the panel's
+    command; the server lists the snapshot under the notebook's path."""
+    write_notebook(tmp_path / "notebooks" / name, [cell])
+    with open_page(lab, f"lab/tree/{name}?reset", f"labextension-{Path(name).stem}") as page:
+        page.wait_for_function(KERNEL_IDLE, timeout=90_000)
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:snapshot')")
+        # the server finds the snapshot under the notebook's path, as the panel asks
+        poll_for(lambda: _snapshots(lab, name), timeout=30, what="the snapshot")
+        yield page
+
+
 def test_the_restore_command_brings_a_variable_back_into_a_restarted_kernel(
     lab: Lab, tmp_path: Path
 ) -> None:
-    write_notebook(tmp_path / "notebooks" / "restore.ipynb", ["secret = 6 * 7"])
-    with open_page(lab, "lab/tree/restore.ipynb?reset", "labextension-restore") as page:
-        page.wait_for_function(KERNEL_IDLE, timeout=90_000)
-        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    with _notebook_with_a_snapshot(lab, tmp_path, "restore.ipynb", "secret = 6 * 7") as page:
         assert page.evaluate(RUN_IN_KERNEL, "print(secret)").strip() == "42"
-        page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:snapshot')")
-        # the server finds the snapshot under the notebook's path, as the panel asks
-        poll_for(lambda: _snapshots(lab, "restore.ipynb"), timeout=30, what="the snapshot")
         page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:open-panel')")
         page.wait_for_selector('.jp-ft-snapshots[data-path="restore.ipynb"] .jp-ft-snapshot')
         page.evaluate(
@@ -250,12 +259,7 @@ def test_the_restore_command_brings_a_variable_back_into_a_restarted_kernel(
 def test_a_notebook_renamed_in_the_page_keeps_its_snapshots_in_the_panel(
     lab: Lab, tmp_path: Path
 ) -> None:
-    write_notebook(tmp_path / "notebooks" / "draft.ipynb", ["answer = 42"])
-    with open_page(lab, "lab/tree/draft.ipynb?reset", "labextension-rename") as page:
-        page.wait_for_function(KERNEL_IDLE, timeout=90_000)
-        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:snapshot')")
-        poll_for(lambda: _snapshots(lab, "draft.ipynb"), timeout=30, what="the snapshot")
+    with _notebook_with_a_snapshot(lab, tmp_path, "draft.ipynb", "answer = 42") as page:
         # as the file browser's "Rename" does: through Jupyter's contents API
         page.evaluate(
             "() => window.jupyterapp.serviceManager.contents.rename('draft.ipynb', 'final.ipynb')"
@@ -269,6 +273,7 @@ def test_a_notebook_renamed_in_the_page_keeps_its_snapshots_in_the_panel(
         )
         screenshot(page, "labextension-5-renamed")
         text = note.text_content() if note is not None else ""
-    assert [s["renamed_from"] for s in renamed] == [renamed[0]["renamed_from"]]
-    assert renamed[0]["renamed_from"].startswith("draft-")
-    assert f"(as {renamed[0]['renamed_from']})" in text
+    old = renamed[0]["renamed_from"]
+    assert old.startswith("draft-")
+    assert [s["renamed_from"] for s in renamed] == [old]
+    assert f"(as {old})" in text
