@@ -61,8 +61,11 @@ def follow_rename(kernel_manager: Any, old_api: str, new_api: str) -> list[tuple
     """Record the renames of the notebooks ``old_api`` -> ``new_api`` moved (one file,
     or every file under a folder) whose old key has snapshots; (old, new) keys."""
     from ft_notebook._paths import data_dir
+    from ft_notebook.config import data_dir_setting
     from ft_notebook.store import CheckpointStore
 
+    if not (data_dir_setting() / "snapshots").is_dir():
+        return []  # no snapshot taken yet: nothing to follow, and no folder made for it
     root = kernel_manager.root_dir
     new_os = to_os_path(ApiPath(new_api), root)
     if os.path.isdir(new_os):  # a folder: the parent of the old one still holds it
