@@ -375,8 +375,9 @@ class RankActor(RankState, threading.Thread):
         if gen.rank != 0:
             return
         next_due = (self.step // spec.checkpoint_every + 1) * spec.checkpoint_every
-        if next_due <= self.trainer.total_steps:  # once: the optimizer has its state now,
-            self.durable.warm(self.trainer.state)  # the first save's memory is made meanwhile
+        # once: the optimizer has its state now; the first save's memory is made meanwhile
+        if next_due <= self.trainer.total_steps and self.durable.warm(self.trainer.state):
+            self.log("preparing the first checkpoint's host memory in the background")
         if self.step % spec.checkpoint_every == 0:
             self._checkpoint()
         if spec.eval_fn is not None and spec.eval_every and self.step % spec.eval_every == 0:

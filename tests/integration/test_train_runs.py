@@ -112,7 +112,14 @@ def test_no_workers_fails_at_once(tmp_path: Path) -> None:
 def test_a_run_is_found_again_with_its_logs(
     client: Client, tmp_path: Path, unique_name: str
 ) -> None:
-    run = fit(epochs=2, cluster=client, name=unique_name, store=str(tmp_path), **counting_problem())
+    run = fit(
+        epochs=2,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        checkpoint_every=8,
+        **counting_problem(),
+    )
     assert run.status.value == "COMPLETED"
     assert run.step == 16
     assert run.epoch == 2
@@ -122,6 +129,9 @@ def test_a_run_is_found_again_with_its_logs(
     logs = again.logs()
     assert len(logs) == 2
     assert all("finished at step 16" in text for text in logs.values())
+    # rank 0 alone saves, and made its first save's memory ahead of it, once
+    warming = [text.count("first checkpoint's host memory") for text in logs.values()]
+    assert sorted(warming) == [0, 1], logs
     assert f"Run {unique_name!r}: COMPLETED" in repr(again)
     with pytest.raises(TrainingError, match="No run named 'nope'"):
         attach("nope", cluster=client)
