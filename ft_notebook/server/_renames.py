@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from typing import Any
 
 from jupyter_server.utils import ApiPath, to_os_path
@@ -21,6 +22,9 @@ from ft_notebook._notebook_key import notebook_key
 CONTENTS_EVENTS = "https://events.jupyter.org/jupyter_server/contents_service/v1"
 #: Files looked at under a renamed folder, at most (a huge tree is not walked).
 MOST_FILES = 5000
+#: Renames are followed on worker threads: two at once must not both read the record
+#: and each write it back without the other's entry.
+_RECORDING = threading.Lock()
 
 
 def kernel_file_path(kernel_manager: Any, api_path: str) -> str:
@@ -78,11 +82,12 @@ def follow_rename(kernel_manager: Any, old_api: str, new_api: str) -> list[tuple
     with CheckpointStore(folder / "snapshots", keep=None, publish_events=False) as store:
         have = set(store.runs())
     followed = []
-    for old, new in moved:
-        old_key, new_key = notebook_key(old), notebook_key(new)
-        if old_key != new_key and (old_key in have or _renames.renamed_from(folder, old_key)):
-            _renames.record(folder, old_key, new_key)
-            followed.append((old_key, new_key))
+    with _RECORDING:
+        for old, new in moved:
+            old_key, new_key = notebook_key(old), notebook_key(new)
+            if old_key != new_key and (old_key in have or _renames.renamed_from(folder, old_key)):
+                _renames.record(folder, old_key, new_key)
+                followed.append((old_key, new_key))
     return followed
 
 

@@ -43,3 +43,25 @@ def test_only_notebooks_with_snapshots_are_followed_out_of_a_renamed_folder(
     new = notebook_key(os.path.join(root, "new", "kept.ipynb"))
     assert follow_rename(kernels, "old", "new") == [(kept, new)]
     assert _renames.renamed_from(isolated_data_dir, new) == [kept]
+
+
+def test_renames_followed_at_the_same_time_are_all_recorded(
+    tmp_path: Path, isolated_data_dir: Path
+) -> None:
+    """The server follows each rename on a worker thread; none may drop another's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    root = tmp_path / "root"
+    root.mkdir()
+    olds = {}
+    with CheckpointStore(isolated_data_dir / "snapshots", keep=None) as store:
+        for i in range(12):
+            (root / f"new-{i}.ipynb").write_text("{}")
+            olds[i] = notebook_key(os.path.join(root, f"old-{i}.ipynb"))
+            store.save(olds[i], 1, {"x": i}, metadata={"name": "latest"})
+    kernels = MappingKernelManager(root_dir=str(root))
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(lambda i: follow_rename(kernels, f"old-{i}.ipynb", f"new-{i}.ipynb"), olds))
+    for i, old in olds.items():
+        new = notebook_key(os.path.join(root, f"new-{i}.ipynb"))
+        assert _renames.renamed_from(isolated_data_dir, new) == [old]
