@@ -11,9 +11,9 @@ The restore is repeated (``--repeat``, default 9), each time in a fresh kernel, 
 each restore is paired with a re-run of the notebook without snapshots in a fresh
 kernel, as "Run All" does it (every cell sent at once), the order alternating from
 pair to pair. The table gives the medians of both and how many pairs the restore
-won: the awkward notebook takes under 0.1 s either way, and one run scatters by
-10-20 ms on a shared 2-core machine. A variable counts as equal only when every
-restore brought it back equal.
+won (each pair's two times go to stderr): the awkward notebook takes under 0.1 s
+either way, and one run scatters by 10-20 ms on a shared 2-core machine. A variable
+counts as equal only when every restore brought it back equal.
 
 ft_notebook's bytecode is compiled before the kernels start, as ``pip install``
 does: where ``PYTHONDONTWRITEBYTECODE`` is set (this project's machines), a kernel
@@ -259,6 +259,11 @@ def main() -> None:
                 f"{r.peak_rss / base.peak_rss:.2f} |",
                 flush=True,
             )
+            pairs = " ".join(
+                f"{a * 1e3:.1f}/{b * 1e3:.1f}"
+                for a, b in zip(r.restores_s, r.reruns_s, strict=True)
+            )
+            print(f"{nb} {arm} pairs, restore/re-run ms: {pairs}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
