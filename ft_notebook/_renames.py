@@ -58,6 +58,11 @@ def renamed_from(folder: Path, key: str) -> list[str]:
     return out
 
 
+def renamed_keys(folder: Path) -> set[str]:
+    """Every key recorded as the new name of another (one read of the record)."""
+    return {str(e["to"]) for e in _read(folder)}
+
+
 def _read(folder: Path) -> list[dict[str, object]]:
     try:
         with open(folder / FILE, encoding="utf-8") as f:

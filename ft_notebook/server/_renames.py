@@ -83,9 +83,12 @@ def follow_rename(kernel_manager: Any, old_api: str, new_api: str) -> list[tuple
         have = set(store.runs())
     followed = []
     with _RECORDING:
+        # read once, not per file of a renamed folder: with snapshots, or renamed from
+        # a name that may have them
+        have |= _renames.renamed_keys(folder)
         for old, new in moved:
             old_key, new_key = notebook_key(old), notebook_key(new)
-            if old_key != new_key and (old_key in have or _renames.renamed_from(folder, old_key)):
+            if old_key != new_key and old_key in have:
                 _renames.record(folder, old_key, new_key)
                 followed.append((old_key, new_key))
     return followed
