@@ -14,9 +14,9 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from ft_notebook.session._namespace import describe
 from ft_notebook.session._objects import BufferRecord, chunk_size, digest_of
@@ -25,9 +25,8 @@ from ft_notebook.session._objects import BufferRecord, chunk_size, digest_of
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range)
 
 
-@dataclass
-class VarEntry:
-    """How one variable is kept in a snapshot."""
+class VarEntry(NamedTuple):
+    """How one variable is kept in a snapshot (a NamedTuple: see BufferRecord)."""
 
     name: str
     how: str  # "pickle" | "replay" | "lost"
@@ -37,8 +36,8 @@ class VarEntry:
     pickle_digest: str | None = None
     pickle_size: int = 0
     nbytes: int = 0
-    buffers: dict[str, BufferRecord] = field(default_factory=dict)
-    refs: list[str] = field(default_factory=list)
+    buffers: Mapping[str, BufferRecord] = MappingProxyType({})
+    refs: tuple[str, ...] = ()
     reason: str = ""
 
 
@@ -50,7 +49,7 @@ def buffer_key(digest: str) -> str:
     return f"{digest}.bin"
 
 
-def blob_sizes(entries: dict[str, VarEntry]) -> dict[str, int]:
+def blob_sizes(entries: Mapping[str, VarEntry]) -> dict[str, int]:
     """Every blob the entries need, by store key, with its size."""
     sizes = {}
     for entry in entries.values():
@@ -62,8 +61,7 @@ def blob_sizes(entries: dict[str, VarEntry]) -> dict[str, int]:
     return sizes
 
 
-@dataclass
-class Capture:
+class Capture(NamedTuple):
     """What one snapshot adds: the entries that changed and the blobs they need."""
 
     entries: dict[str, VarEntry]  # every variable, changed or not
@@ -102,7 +100,8 @@ class Capturer:
                 and previous.how == "replay"
                 and (self._ids.get(name) == id(value))
             ):
-                entry.cell = previous.cell  # the same object, changed by a later cell
+                # the same object, changed by a later cell
+                entry = entry._replace(cell=previous.cell)
             entries[name] = entry
             changed.append(name)
             if data is not None and entry.pickle_digest is not None:
@@ -200,7 +199,7 @@ class Capturer:
             pickle_size=len(pickled.data),
             nbytes=nbytes,
             buffers=pickled.buffers,
-            refs=sorted(pickled.refs),
+            refs=tuple(sorted(pickled.refs)),
         )
         return entry, pickled.data
 

@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook._paths import checked_name
@@ -130,6 +129,9 @@ class NotebookSession:
 
         announce = SnapshotCommitted(label, written, len(capture.entries), lost)
         self._step = step
+        if background:
+            # bytes() copies: the writer must see the values as they are now
+            capture = capture._replace(blobs={k: bytes(v) for k, v in capture.blobs.items()})
 
         def commit() -> None:
             try:
@@ -150,8 +152,6 @@ class NotebookSession:
             self._prune(label, step)
 
         if background:
-            # bytes() copies: the writer must see the values as they are now
-            capture.blobs = {k: bytes(v) for k, v in capture.blobs.items()}
             self._writer = threading.Thread(
                 target=self._write_in_background, args=(commit,), name="ft-snapshot-writer"
             )
@@ -322,8 +322,8 @@ def _check_versions(manifest: Mapping[str, Any]) -> None:
 
 
 def _entry_to_json(entry: VarEntry) -> dict[str, Any]:
-    raw = asdict(entry)
-    raw["buffers"] = {k: asdict(b) for k, b in entry.buffers.items()}
+    raw = entry._asdict()
+    raw["buffers"] = {k: b._asdict() for k, b in entry.buffers.items()}
     return raw
 
 
@@ -332,8 +332,8 @@ def _entry_from_json(name: str, raw: Mapping[str, Any]) -> VarEntry:
         k: BufferRecord(**{**b, "shape": tuple(b["shape"]), "chunks": tuple(b["chunks"])})
         for k, b in raw.get("buffers", {}).items()
     }
-    fields = {k: v for k, v in raw.items() if k not in ("buffers", "name")}
-    return VarEntry(name=name, buffers=buffers, **fields)
+    fields = {k: v for k, v in raw.items() if k not in ("buffers", "name", "refs")}
+    return VarEntry(name=name, buffers=buffers, refs=tuple(raw.get("refs", ())), **fields)
 
 
 def _ago(seconds: float) -> str:

@@ -242,6 +242,29 @@ def test_a_value_coming_back_after_its_blob_was_pruned_is_stored_again(tmp_path:
     np.testing.assert_array_equal(ns["x"], np.arange(100_000.0))
 
 
+def test_a_background_snapshot_keeps_the_values_of_its_cell(tmp_path: Path) -> None:
+    """`%ft auto on` writes while the next cell runs: that cell's in-place changes must
+    not reach the snapshot; a generator advanced by a later cell keeps the cell that
+    made it for its replay."""
+    nb = Notebook(tmp_path)
+    nb.run("import numpy as np\nx = np.zeros(3 << 20)\ngen = (i for i in range(3))", False)
+    nb.session.snapshot(nb.ns, nb.count)
+    nb.run("x[7] = 1.0\nfirst = next(gen)", False)  # the same generator, advanced
+    info = nb.session.snapshot(nb.ns, nb.count, background=True)
+    nb.ns["x"][7] = 2.0  # the next cell, while the writer runs
+    nb.ns["x"][(3 << 20) - 1] = 3.0
+    nb.session.wait()
+    assert nb.session.last_error is None
+    assert info.changed == ("first", "gen", "x")
+    ns, report = nb.crash_and_restore()
+    assert (ns["x"][7], ns["x"][(3 << 20) - 1]) == (1.0, 0.0)
+    assert ns["first"] == 0
+    # replayed from the cell that made it (a fresh generator), so reported, not restored
+    assert list(report.different) == ["gen"]
+    assert "gen" not in ns
+    assert not report.lost
+
+
 def test_a_small_int_elsewhere_does_not_tie_a_list_to_a_variable(tmp_path: Path) -> None:
     """`x = 2` and a 2 inside a list are the same object in CPython; changing x must not
     make the list count as changed (nor make it depend on x)."""
