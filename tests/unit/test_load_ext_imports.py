@@ -28,8 +28,16 @@ UNUSED = (
 )
 
 _SHELL = """
-import json, sys
+import dataclasses, json, sys
 from IPython.core.interactiveshell import InteractiveShell
+made = []
+_process_class = dataclasses._process_class
+
+def recording(cls, *args):  # every dataclass created from now on
+    made.append(f"{{cls.__module__}}.{{cls.__qualname__}}")
+    return _process_class(cls, *args)
+
+dataclasses._process_class = recording
 shell = InteractiveShell.instance()
 heavy = {heavy!r}
 unused = {unused!r}
@@ -52,6 +60,7 @@ report["table"] = repr(shell.user_ns.get("table"))
 watched = ("numpy", "ft_notebook.session", "ft_notebook.store")
 report["order"] = [m for m in sys.modules if m in watched]
 report["twice(21)"] = shell.user_ns["twice"](21) if "twice" in shell.user_ns else None
+report["dataclasses"] = sorted(m for m in made if m.startswith("ft_notebook."))
 print(json.dumps(report))
 """
 
@@ -90,6 +99,13 @@ def test_load_ext_and_restore_import_no_dask_torch_or_server(tmp_path: Path) -> 
     # numpy's import ran about 20 ms slower in kernels when it began inside ours
     assert restored["order"] == ["numpy", "ft_notebook.session", "ft_notebook.store"]
     assert restored["restore"] == [], "%ft restore imported these"
+    # a dataclass takes 0.5 ms to create on Python 3.11, a NamedTuple 0.1: the records
+    # a restore reads are NamedTuples, and only these public results are dataclasses
+    assert restored["dataclasses"] == [
+        "ft_notebook.session._restore.RestoreReport",
+        "ft_notebook.store._types.Checkpoint",
+        "ft_notebook.store._types.CheckpointInfo",
+    ]
     # and it did restore, with what it loaded on demand (cloudpickle for the lambda)
     assert restored["table"] == "{'a': [1, 2, 3]}"
     assert restored["twice(21)"] == 42
