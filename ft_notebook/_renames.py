@@ -13,9 +13,11 @@ file, then a rename); a reader treats anything that does not parse as no renames
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from ft_notebook._paths import checked_name
 
@@ -27,43 +29,69 @@ MOST = 500
 DEPTH = 20
 
 
+class Rename(NamedTuple):
+    """The notebook with snapshots under ``old`` became ``new`` at ``time``."""
+
+    new: str
+    old: str
+    time: float
+
+
 def record(folder: Path, old_key: str, new_key: str) -> None:
     """Remember that the notebook with snapshots under ``old_key`` is now ``new_key``."""
     checked_name(old_key, "notebook key")
     checked_name(new_key, "notebook key")
     if old_key == new_key:
         return
-    entries = [e for e in _read(folder) if e["to"] != new_key]
-    entries.append({"to": new_key, "from": old_key, "time": time.time()})
+    entries = [r for r in _read(folder) if r.new != new_key]
+    entries.append(Rename(new_key, old_key, time.time()))
     path = folder / FILE
     tmp = folder / f".{FILE}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"renames": entries[-MOST:]}, f)
+        json.dump({"renames": [_to_json(r) for r in entries[-MOST:]]}, f)
     os.replace(tmp, path)
 
 
 def renamed_from(folder: Path, key: str) -> list[str]:
     """The keys the notebook now under ``key`` had before, the latest first."""
-    # the newest record of each name wins
-    earlier = {str(e["to"]): str(e["from"]) for e in _read(folder)}
-    out: list[str] = []
+    return [old for old, _ in history(folder, key)]
+
+
+def history(folder: Path, key: str) -> list[tuple[str, float]]:
+    """The keys the notebook now under ``key`` had before, the latest first, each with
+    the time it was renamed away from that key: the snapshots it took there are
+    the ones from before that time.
+
+    A rename into one of those keys after the notebook left it was another notebook's
+    (one renamed to the free name): the walk stops there rather than take that
+    notebook's snapshots for this one's.
+    """
+    # the newest record of each name wins (record() keeps no other)
+    into = {r.new: r for r in _read(folder)}
+    out: list[tuple[str, float]] = []
     seen = {key}
-    while key in earlier and len(out) < DEPTH:
-        key = earlier[key]
-        if key in seen:  # renamed back and forth
+    left = math.inf  # when the notebook left ``key``
+    while key in into and len(out) < DEPTH:
+        _, earlier, when = into[key]
+        if when > left or earlier in seen:  # another notebook's, or renamed back and forth
             break
+        key, left = earlier, when
         seen.add(key)
-        out.append(key)
+        out.append((key, when))
     return out
 
 
 def renamed_keys(folder: Path) -> set[str]:
     """Every key recorded as the new name of another (one read of the record)."""
-    return {str(e["to"]) for e in _read(folder)}
+    return {r.new for r in _read(folder)}
 
 
-def _read(folder: Path) -> list[dict[str, object]]:
+def _to_json(rename: Rename) -> dict[str, object]:
+    return {"to": rename.new, "from": rename.old, "time": rename.time}
+
+
+def _read(folder: Path) -> list[Rename]:
     try:
         with open(folder / FILE, encoding="utf-8") as f:
             doc = json.load(f)
@@ -72,12 +100,12 @@ def _read(folder: Path) -> list[dict[str, object]]:
     entries = doc.get("renames") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         return []
-    good = []
+    good: list[Rename] = []
     for e in entries:
         try:
             if isinstance(e, dict):
                 new, old = checked_name(e["to"]), checked_name(e["from"])
-                good.append({"to": new, "from": old, "time": float(e["time"])})
+                good.append(Rename(new, old, float(e["time"])))
         except (KeyError, TypeError, ValueError):  # UnsafeName is a ValueError
             continue
     return good

@@ -30,6 +30,8 @@ from ft_notebook.session._objects import BufferRecord
 from ft_notebook.session._restore import RestoreReport, rebuild
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ft_notebook.session._outcomes import SnapshotInfo
     from ft_notebook.store import CheckpointStore
 
@@ -42,9 +44,12 @@ class NotebookSession:
 
     LATEST = "latest"
 
-    def __init__(self, store: CheckpointStore, notebook: str) -> None:
+    def __init__(self, store: CheckpointStore, notebook: str, renames: Path | None = None) -> None:
         self.store = store
         self.notebook = checked_name(notebook, "notebook name")
+        # the folder of the record of notebooks renamed in Jupyter (``_renames``)
+        self._renames = renames
+        self._left_behind_dropped = False
         self._capturer = Capturer()
         self._cells: dict[int, dict[str, Any]] = {}
         self._writer: threading.Thread | None = None
@@ -150,6 +155,8 @@ class NotebookSession:
             capturer.committed(capture)
             publish(announce, session_topic())
             self._prune(label, step)
+            if label == self.LATEST:
+                self._drop_left_behind()
 
         if background:
             self._writer = threading.Thread(
@@ -270,6 +277,25 @@ class NotebookSession:
         for info in self.store.list(self.notebook):
             if info.step < step and info.metadata.get("name") == label:
                 self.store.delete(self.notebook, info.step)
+
+    def _drop_left_behind(self) -> None:
+        """With this notebook's newest state committed under its key, the ``latest``
+        snapshots it left under its names before a rename in Jupyter are older states:
+        retention drops them as it drops this key's own (named ones stay). Once per
+        session; only those taken before the rename, since a kernel still running
+        under the old name, or a new notebook there, writes after it."""
+        if self._renames is None or self._left_behind_dropped:
+            return
+        self._left_behind_dropped = True
+        from ft_notebook import _renames
+
+        for old, left in _renames.history(self._renames, self.notebook):
+            try:
+                for info in self.store.list(old):
+                    if info.metadata.get("name") == self.LATEST and info.time < left:
+                        self.store.delete(old, info.step)
+            except StoreError as e:  # the snapshot just taken is committed all the same
+                logger.warning("ft: old snapshots of %r were not dropped: %s", old, e)
 
     def _missing(self, label: str, notebook: str) -> SnapshotError:
         infos = self.store.list(notebook)

@@ -12,6 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook._notebook_key import notebook_key as key_of_path
+from ft_notebook._paths import data_dir
 from ft_notebook.exceptions import SnapshotError
 from ft_notebook.session._restore import RestoreReport
 from ft_notebook.session._session import NotebookSession
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 def snapshot_store() -> CheckpointStore:
     """The user's private store of notebook snapshots (the sessions prune it: they
     keep the newest full snapshot and the named ones)."""
-    from ft_notebook._paths import data_dir
     from ft_notebook.store import CheckpointStore
 
     return CheckpointStore(data_dir() / "snapshots", keep=None, publish_events=False)
@@ -41,7 +41,7 @@ class ShellSnapshots:
     def __init__(self, shell: Any, store: CheckpointStore, key: str) -> None:
         self.shell = shell
         self.key = key
-        self.session = NotebookSession(store, key)
+        self.session = NotebookSession(store, key, renames=data_dir())
         self.auto = False
         self.last: SnapshotInfo | None = None
         self._in_transaction = False
@@ -109,7 +109,6 @@ class ShellSnapshots:
 
     def _renamed_from(self) -> list[str]:
         from ft_notebook import _renames
-        from ft_notebook._paths import data_dir
 
         return _renames.renamed_from(data_dir(), self.key)
 

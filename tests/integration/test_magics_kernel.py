@@ -293,10 +293,12 @@ def test_a_notebook_renamed_in_jupyter_restores_its_old_snapshots_by_itself(
 ) -> None:
     """Jupyter told the server extension of the rename, which recorded it: a kernel
     started under the new name restores the old snapshots with a plain `%ft restore`,
-    says where they came from, and keeps its own under the new name."""
+    says where they came from, and keeps its own under the new name (dropping the old
+    key's latest, now an older state)."""
     from ft_notebook import _renames
     from ft_notebook._notebook_key import notebook_key
     from ft_notebook._paths import data_dir
+    from ft_notebook.session import snapshot_store
 
     notebook.execute("answer = 42\n%ft save").check()
     old, new = (notebook_key(str(tmp_path / n)) for n in ("analysis.ipynb", "final.ipynb"))
@@ -312,6 +314,8 @@ def test_a_notebook_renamed_in_jupyter_restores_its_old_snapshots_by_itself(
         assert f"from its snapshots as {old}, before this notebook was renamed" in out
         assert renamed.execute("print(answer)").check().stdout.strip() == "42"
         renamed.execute("answer = 43\n%ft save").check()
+        # the old key's latest was an older state of this notebook: retention dropped it
+        assert snapshot_store().list(old) == []
         renamed.kill()
         renamed.start()
         again = renamed.execute("%load_ext ft_notebook\n%ft restore").check().stdout

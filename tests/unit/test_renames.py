@@ -35,6 +35,19 @@ def test_a_name_used_again_points_at_its_latest_origin_and_cycles_end(tmp_path: 
     assert _renames.renamed_from(tmp_path, "c-3") == ["a-1", "b-2"]
 
 
+def test_a_name_another_notebook_took_later_is_not_followed(tmp_path: Path) -> None:
+    """Its snapshots are that notebook's: a restore must not take them, nor retention
+    drop them, for the notebook that left the name before."""
+    _renames.record(tmp_path, "draft-1", "final-2")
+    _renames.record(tmp_path, "scratch-3", "draft-1")  # renamed to the free name later
+    assert _renames.renamed_from(tmp_path, "final-2") == ["draft-1"]
+    assert _renames.renamed_from(tmp_path, "draft-1") == ["scratch-3"]
+    ((key, left),) = _renames.history(tmp_path, "final-2")
+    ((_, taken),) = _renames.history(tmp_path, "draft-1")
+    assert key == "draft-1"
+    assert left < taken
+
+
 def test_only_the_newest_renames_are_kept(tmp_path: Path) -> None:
     for i in range(_renames.MOST + 10):
         _renames.record(tmp_path, f"old-{i}", f"new-{i}")

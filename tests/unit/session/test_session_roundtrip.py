@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from ft_notebook import _renames
 from ft_notebook.exceptions import SnapshotError, UnsafeName
 from ft_notebook.session import NotebookSession, _session
 from ft_notebook.store import CheckpointStore
@@ -298,6 +299,38 @@ def test_a_renamed_notebook_is_pointed_to_its_old_snapshots_and_restores_from_th
     renamed.snapshot(ns, 1)  # from now on under the new key
     renamed.wait()
     assert [r["name"] for r in renamed.list()] == ["latest"]
+
+
+def test_a_renamed_notebooks_first_own_snapshot_drops_the_latest_it_left_behind(
+    tmp_path: Path,
+) -> None:
+    """Retention keeps the newest state (the store stays near 1.2x the live data), and
+    after a rename that is under the new key; named snapshots stay, and so does what a
+    kernel still running under the old name writes after the rename."""
+    store = CheckpointStore(tmp_path / "snapshots", keep=None, publish_events=False)
+    before = NotebookSession(store, "draft", renames=tmp_path)
+    before.snapshot({"x": np.arange(300_000.0)}, 1, name="keep")
+    before.snapshot({"x": np.arange(300_000.0) + 1}, 2)
+    _renames.record(tmp_path, "draft", "final")
+    after = NotebookSession(store, "final", renames=tmp_path)
+    ns: dict[str, Any] = {}
+    after.restore(ns, source="draft")
+    assert [r["name"] for r in after.list("draft")] == ["keep", "latest"]
+    ns["x"] += 1
+    after.snapshot(ns, 3, background=True)
+    after.wait()
+    assert after.last_error is None
+    assert [r["name"] for r in after.list("draft")] == ["keep"]
+    blobs = sum(f.stat().st_size for f in (tmp_path / "snapshots" / "blobs").iterdir())
+    assert blobs < 2 * 2_400_000 + 100_000  # "keep" and the new latest, not the old latest
+    kept: dict[str, Any] = {}
+    NotebookSession(store, "final").restore(kept, "keep", source="draft")
+    np.testing.assert_array_equal(kept["x"], np.arange(300_000.0))
+    # a kernel still running under the old name, after the rename
+    before.snapshot({"y": 1}, 4)
+    again = NotebookSession(store, "final", renames=tmp_path)
+    again.snapshot(ns, 5)
+    assert [r["name"] for r in after.list("draft")] == ["keep", "latest"]
 
 
 @pytest.mark.parametrize(
