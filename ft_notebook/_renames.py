@@ -7,11 +7,13 @@ contents service and records ``new key -> old key`` here, in the user's private 
 folder; a restore that finds nothing under its own key follows these records back.
 
 The file is plain JSON that only the server extension writes (atomically: a temporary
-file, then a rename); a reader treats anything that does not parse as no renames.
+file, then a rename, under a lock file beside it); a reader treats anything that does
+not parse as no renames.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -22,6 +24,7 @@ from typing import NamedTuple
 from ft_notebook._paths import checked_name
 
 FILE = "notebook-renames.json"
+LOCK = ".notebook-renames.lock"
 #: Renames kept: the oldest go first (a notebook renamed long ago has been restored
 #: under its new name since, or its snapshots are gone).
 MOST = 500
@@ -38,19 +41,27 @@ class Rename(NamedTuple):
 
 
 def record(folder: Path, old_key: str, new_key: str) -> None:
-    """Remember that the notebook with snapshots under ``old_key`` is now ``new_key``."""
+    """Remember that the notebook with snapshots under ``old_key`` is now ``new_key``.
+
+    Read, changed and written back under an ``flock``: the server follows renames on
+    worker threads, and two Jupyter servers of one user share the file.
+    """
     checked_name(old_key, "notebook key")
     checked_name(new_key, "notebook key")
     if old_key == new_key:
         return
-    entries = [r for r in _read(folder) if r.new != new_key]
-    entries.append(Rename(new_key, old_key, time.time()))
-    path = folder / FILE
-    tmp = folder / f".{FILE}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"renames": [_to_json(r) for r in entries[-MOST:]]}, f)
-    os.replace(tmp, path)
+    lock = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed, or if this process dies
+        entries = [r for r in _read(folder) if r.new != new_key]
+        entries.append(Rename(new_key, old_key, time.time()))
+        tmp = folder / f".{FILE}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"renames": [_to_json(r) for r in entries[-MOST:]]}, f)
+        os.replace(tmp, folder / FILE)
+    finally:
+        os.close(lock)
 
 
 def renamed_from(folder: Path, key: str) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from typing import Any
 
 from jupyter_server.utils import ApiPath, to_os_path
@@ -22,9 +21,6 @@ from ft_notebook._notebook_key import notebook_key
 CONTENTS_EVENTS = "https://events.jupyter.org/jupyter_server/contents_service/v1"
 #: Files looked at under a renamed folder, at most (a huge tree is not walked).
 MOST_FILES = 5000
-#: Renames are followed on worker threads: two at once must not both read the record
-#: and each write it back without the other's entry.
-_RECORDING = threading.Lock()
 
 
 def kernel_file_path(kernel_manager: Any, api_path: str) -> str:
@@ -82,15 +78,14 @@ def follow_rename(kernel_manager: Any, old_api: str, new_api: str) -> list[tuple
     with CheckpointStore(folder / "snapshots", keep=None, publish_events=False) as store:
         have = set(store.runs())
     followed = []
-    with _RECORDING:
-        # read once, not per file of a renamed folder: with snapshots, or renamed from
-        # a name that may have them
-        have |= _renames.renamed_keys(folder)
-        for old, new in moved:
-            old_key, new_key = notebook_key(old), notebook_key(new)
-            if old_key != new_key and old_key in have:
-                _renames.record(folder, old_key, new_key)
-                followed.append((old_key, new_key))
+    # read once, not per file of a renamed folder: with snapshots, or renamed from a
+    # name that may have them
+    have |= _renames.renamed_keys(folder)
+    for old, new in moved:
+        old_key, new_key = notebook_key(old), notebook_key(new)
+        if old_key != new_key and old_key in have:
+            _renames.record(folder, old_key, new_key)  # under a lock of its own
+            followed.append((old_key, new_key))
     return followed
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,21 @@ def test_a_name_another_notebook_took_later_is_not_followed(tmp_path: Path) -> N
     ((_, taken),) = _renames.history(tmp_path, "draft-1")
     assert key == "draft-1"
     assert left < taken
+
+
+def test_two_servers_recording_at_once_lose_no_rename(tmp_path: Path) -> None:
+    """Two Jupyter servers of one user share the record: each read-change-write holds
+    the file's lock, or the later writer drops the other's renames."""
+    code = (
+        "import sys; from pathlib import Path; from ft_notebook import _renames\n"
+        "folder, name = Path(sys.argv[1]), sys.argv[2]\n"
+        "for i in range(40):\n"
+        "    _renames.record(folder, f'old-{name}-{i}', f'new-{name}-{i}')\n"
+    )
+    servers = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), name]) for name in "ab"]
+    assert [s.wait(timeout=60) for s in servers] == [0, 0]
+    assert len(_renames.renamed_keys(tmp_path)) == 80
+    assert _renames.renamed_from(tmp_path, "new-b-39") == ["old-b-39"]
 
 
 def test_only_the_newest_renames_are_kept(tmp_path: Path) -> None:
