@@ -17,7 +17,9 @@ import fcntl
 import json
 import math
 import os
+import threading
 import time
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,6 +32,7 @@ LOCK = ".notebook-renames.lock"
 MOST = 500
 #: Renames followed back from one key, at most.
 DEPTH = 20
+_THREADS = threading.Lock()
 
 
 class Rename(NamedTuple):
@@ -41,27 +44,44 @@ class Rename(NamedTuple):
 
 
 def record(folder: Path, old_key: str, new_key: str) -> None:
-    """Remember that the notebook with snapshots under ``old_key`` is now ``new_key``.
+    """Remember that the notebook with snapshots under ``old_key`` is now ``new_key``."""
+    record_moves(folder, [(old_key, new_key)])
 
-    Read, changed and written back under an ``flock``: the server follows renames on
-    worker threads, and two Jupyter servers of one user share the file.
+
+def record_moves(
+    folder: Path, moves: Iterable[tuple[str, str]], having: Collection[str] | None = None
+) -> list[tuple[str, str]]:
+    """Record each ``(old key, new key)`` of ``moves`` (a notebook, or every notebook of
+    a moved folder); with ``having``, only those whose old key is in it or was itself
+    renamed from another. What was recorded.
+
+    Read, changed and written back in one go under a lock: the server follows renames
+    on worker threads, and two Jupyter servers of one user share the file. A thread
+    lock as well as an ``flock``, since over NFS ``flock`` does not order one
+    process's threads; and the ``having`` test is made under them, so that a rename
+    into ``old key`` recorded a moment before by another thread counts.
     """
-    checked_name(old_key, "notebook key")
-    checked_name(new_key, "notebook key")
-    if old_key == new_key:
-        return
-    lock = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed, or if this process dies
-        entries = [r for r in _read(folder) if r.new != new_key]
-        entries.append(Rename(new_key, old_key, time.time()))
-        tmp = folder / f".{FILE}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"renames": [_to_json(r) for r in entries[-MOST:]]}, f)
-        os.replace(tmp, folder / FILE)
-    finally:
-        os.close(lock)
+    moves = [(checked_name(o, "notebook key"), checked_name(n, "notebook key")) for o, n in moves]
+    with _THREADS:
+        lock = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed, or if this process dies
+            entries = _read(folder)
+            known = None if having is None else {*having, *(r.new for r in entries)}
+            now = time.time()
+            done = [(o, n) for o, n in moves if o != n and (known is None or o in known)]
+            if done:
+                moved = {n for _, n in done}
+                entries = [r for r in entries if r.new not in moved]
+                entries += [Rename(n, o, now) for o, n in done]
+                tmp = folder / f".{FILE}.{os.getpid()}.tmp"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump({"renames": [_to_json(r) for r in entries[-MOST:]]}, f)
+                os.replace(tmp, folder / FILE)
+        finally:
+            os.close(lock)
+    return done
 
 
 def renamed_from(folder: Path, key: str) -> list[str]:
@@ -93,11 +113,6 @@ def history(folder: Path, key: str) -> list[tuple[str, float]]:
     return out
 
 
-def renamed_keys(folder: Path) -> set[str]:
-    """Every key recorded as the new name of another (one read of the record)."""
-    return {r.new for r in _read(folder)}
-
-
 def _to_json(rename: Rename) -> dict[str, object]:
     return {"to": rename.new, "from": rename.old, "time": rename.time}
 
@@ -116,7 +131,9 @@ def _read(folder: Path) -> list[Rename]:
         try:
             if isinstance(e, dict):
                 new, old = checked_name(e["to"]), checked_name(e["from"])
-                good.append(Rename(new, old, float(e["time"])))
+                when = float(e["time"])
+                if math.isfinite(when):  # an infinite time would undo the time checks
+                    good.append(Rename(new, old, when))
         except (KeyError, TypeError, ValueError):  # UnsafeName is a ValueError
             continue
     return good

@@ -77,16 +77,9 @@ def follow_rename(kernel_manager: Any, old_api: str, new_api: str) -> list[tuple
     folder = data_dir()
     with CheckpointStore(folder / "snapshots", keep=None, publish_events=False) as store:
         have = set(store.runs())
-    followed = []
-    # read once, not per file of a renamed folder: with snapshots, or renamed from a
-    # name that may have them
-    have |= _renames.renamed_keys(folder)
-    for old, new in moved:
-        old_key, new_key = notebook_key(old), notebook_key(new)
-        if old_key != new_key and old_key in have:
-            _renames.record(folder, old_key, new_key)  # under a lock of its own
-            followed.append((old_key, new_key))
-    return followed
+    keys = [(notebook_key(old), notebook_key(new)) for old, new in moved]
+    # with snapshots, or renamed from a name that may have them (checked under the lock)
+    return _renames.record_moves(folder, keys, having=have)
 
 
 def _files(top: str) -> list[str]:

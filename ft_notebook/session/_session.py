@@ -50,6 +50,8 @@ class NotebookSession:
         # the folder of the record of notebooks renamed in Jupyter (``_renames``)
         self._renames = renames
         self._left_behind_dropped = False
+        # key -> the newest step this session restored from it (``source``)
+        self._restored_from: dict[str, int] = {}
         self._capturer = Capturer()
         self._cells: dict[int, dict[str, Any]] = {}
         self._writer: threading.Thread | None = None
@@ -210,7 +212,8 @@ class NotebookSession:
         notebook = self.notebook if source is None else checked_name(source, "notebook key")
         self.wait()
         try:
-            raw = self.store.open_raw(notebook, self._step_of(label, notebook), allow_pickle=True)
+            step = self._step_of(label, notebook)
+            raw = self.store.open_raw(notebook, step, allow_pickle=True)
         except CheckpointNotFound:
             raise self._missing(label, notebook) from None
         manifest = raw.state
@@ -234,6 +237,8 @@ class NotebookSession:
         if names is None:
             values = {**modules, **values}
         namespace.update(values)  # only now: a failure above left the namespace alone
+        if source is not None:
+            self._restored_from[notebook] = max(step, self._restored_from.get(notebook, -1))
         return report
 
     def list(self, notebook: str | None = None) -> list[dict[str, Any]]:
@@ -282,20 +287,30 @@ class NotebookSession:
         """With this notebook's newest state committed under its key, the ``latest``
         snapshots it left under its names before a rename in Jupyter are older states:
         retention drops them as it drops this key's own (named ones stay). Once per
-        session; only those taken before the rename, since a kernel still running
-        under the old name, or a new notebook there, writes after it."""
+        session. Those taken before the rename go, and those up to the one this
+        session restored from there (a kernel still running under the old name writes
+        after the rename); never a later one, which may be a new notebook's."""
         if self._renames is None or self._left_behind_dropped:
             return
         self._left_behind_dropped = True
         from ft_notebook import _renames
 
-        for old, left in _renames.history(self._renames, self.notebook):
-            try:
+        try:
+            for old, left in _renames.history(self._renames, self.notebook):
+                taken = self._restored_from.get(old, -1)
                 for info in self.store.list(old):
-                    if info.metadata.get("name") == self.LATEST and info.time < left:
-                        self.store.delete(old, info.step)
-            except StoreError as e:  # the snapshot just taken is committed all the same
-                logger.warning("ft: old snapshots of %r were not dropped: %s", old, e)
+                    if info.metadata.get("name") != self.LATEST:
+                        continue
+                    if info.time < left or info.step <= taken:
+                        self._drop(old, info.step)
+        except Exception as e:  # the snapshot just taken is committed all the same
+            logger.warning("ft: old snapshots of this notebook were not dropped: %s", e)
+
+    def _drop(self, notebook: str, step: int) -> None:
+        try:
+            self.store.delete(notebook, step)
+        except StoreError as e:  # gone already (another kernel pruned it), or unwritable
+            logger.warning("ft: snapshot %s of %r was not dropped: %s", step, notebook, e)
 
     def _missing(self, label: str, notebook: str) -> SnapshotError:
         infos = self.store.list(notebook)

@@ -61,8 +61,22 @@ def test_two_servers_recording_at_once_lose_no_rename(tmp_path: Path) -> None:
     )
     servers = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), name]) for name in "ab"]
     assert [s.wait(timeout=60) for s in servers] == [0, 0]
-    assert len(_renames.renamed_keys(tmp_path)) == 80
+    recorded = [_renames.renamed_from(tmp_path, f"new-{n}-{i}") for n in "ab" for i in range(40)]
+    assert all(recorded)
     assert _renames.renamed_from(tmp_path, "new-b-39") == ["old-b-39"]
+
+
+def test_moves_are_recorded_only_from_keys_with_snapshots_or_renamed_into(
+    tmp_path: Path,
+) -> None:
+    """What the server records for a moved folder: the test of each old key is made
+    under the record's lock, so a rename into it recorded just before counts."""
+    _renames.record(tmp_path, "a-1", "b-2")
+    moves = [("b-2", "c-3"), ("x-4", "y-5"), ("s-6", "t-7"), ("s-8", "s-8")]
+    done = _renames.record_moves(tmp_path, moves, having={"s-6", "s-8"})
+    assert done == [("b-2", "c-3"), ("s-6", "t-7")]
+    assert _renames.renamed_from(tmp_path, "c-3") == ["b-2", "a-1"]
+    assert _renames.renamed_from(tmp_path, "y-5") == []
 
 
 def test_only_the_newest_renames_are_kept(tmp_path: Path) -> None:
@@ -86,10 +100,15 @@ def test_unsafe_keys_are_refused_when_written_and_skipped_when_read(tmp_path: Pa
         {"to": "nb-1", "from": "fine-1", "time": "not a time"},
         "not an entry",
         {"to": "nb-2", "from": "good-1", "time": 4.0},
+        # an infinite time would make every later rename into good-1 look older
+        {"to": "nb-3", "from": "nb-2", "time": float("inf")},
+        {"to": "nb-4", "from": "nb-2", "time": "NaN"},
     ]
     (tmp_path / _renames.FILE).write_text(json.dumps({"renames": planted}))
     assert _renames.renamed_from(tmp_path, "nb-1") == []
     assert _renames.renamed_from(tmp_path, "nb-2") == ["good-1"]
+    assert _renames.renamed_from(tmp_path, "nb-3") == []
+    assert _renames.renamed_from(tmp_path, "nb-4") == []
 
 
 @pytest.mark.parametrize("text", ["{not json", "[]", '{"renames": 3}', ""])

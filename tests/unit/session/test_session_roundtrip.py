@@ -333,6 +333,26 @@ def test_a_renamed_notebooks_first_own_snapshot_drops_the_latest_it_left_behind(
     assert [r["name"] for r in after.list("draft")] == ["keep", "latest"]
 
 
+def test_what_a_renamed_notebook_restored_from_its_old_key_goes_with_its_own_first(
+    tmp_path: Path,
+) -> None:
+    """The usual rename: the kernel, still running, keeps writing under the old key
+    after the rename; a new kernel under the new name restores that and snapshots. A
+    key the notebook was never renamed from is left alone, even if restored from."""
+    store = CheckpointStore(tmp_path / "snapshots", keep=None, publish_events=False)
+    _renames.record(tmp_path, "draft", "final")
+    NotebookSession(store, "draft", renames=tmp_path).snapshot({"y": 1}, 1)  # after it
+    NotebookSession(store, "other", renames=tmp_path).snapshot({"z": 1}, 1)
+    new = NotebookSession(store, "final", renames=tmp_path)
+    ns: dict[str, Any] = {}
+    new.restore(ns, source="draft")
+    new.restore(ns, source="other")  # `%ft restore --from other`: another notebook's
+    assert ns == {"y": 1, "z": 1}
+    new.snapshot(ns, 2)
+    assert store.list("draft") == []
+    assert [i.metadata["name"] for i in store.list("other")] == ["latest"]
+
+
 @pytest.mark.parametrize(
     "module", ["numpy", "torch", "pandas", "cloudpickle", "xxhash", "ft_notebook", "no_such_x"]
 )
