@@ -74,19 +74,25 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+_HEALTH, _STATICS = "distributed.http.health", "distributed.http.statics"
+
+
 async def _serve(spec: ClusterSpec, ready: _Ready) -> int:
     import dask.config
 
     from ft_notebook.config import cluster_dask_config
 
     base = cluster_dask_config()  # imports distributed, which registers its defaults
-    routes = [r for r in dask.config.get("distributed.scheduler.http.routes") if "proxy" not in r]
     config = {
         **base,
         # let training code start DataLoader worker processes inside workers
         "distributed.worker.daemon": False,
-        # no route that forwards requests to other hosts and ports
-        "distributed.scheduler.http.routes": routes,
+        # The HTTP servers are plain HTTP that any local user can reach: beside the
+        # dashboard only the health check, and no page with logs, call stacks,
+        # exceptions or metrics (Dask's `info`, `json` and `prometheus` routes), nor
+        # one that forwards requests to other hosts and ports (`proxy`)
+        "distributed.scheduler.http.routes": [_HEALTH, _STATICS],
+        "distributed.worker.http.routes": [_HEALTH, _STATICS],
     }
     with dask.config.set(config):
         return await _Cluster(spec, ready).run()

@@ -68,6 +68,8 @@ def decode_state(
                     raise StoreError(
                         "the checkpoint holds pickled objects; load it with allow_pickle=True"
                     )
+                if not key.endswith(".pkl"):  # the checks of who wrote pickles go by name
+                    raise Malformed(f"a pickled object in {key}, not in a .pkl file")
                 return _unpickled(buf, key)
             from ft_notebook.store import _tensors  # a state without tensors never needs it
 

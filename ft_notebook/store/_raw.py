@@ -125,14 +125,16 @@ def open_first(
             except Damaged as e:
                 reasons.append(f"step {step} at {loc.url}: {e}")
                 continue
-            if manifest.has_pickles:
-                if not allow_pickle:
-                    raise StoreError(
-                        f"Step {step} of run {run!r} holds pickles; pass allow_pickle=True "
-                        f"only for a location you trust."
-                    )
-                pickles = [k for k in manifest.files if k.endswith(".pkl")]
-                loc.check_private("load", run, step, pickles)
+            if manifest.has_pickles and not allow_pickle:
+                raise StoreError(
+                    f"Step {step} of run {run!r} holds pickles; pass allow_pickle=True "
+                    f"only for a location you trust."
+                )
+            if allow_pickle:
+                # the caller runs what it reads: pickles, and what a snapshot's state
+                # names (cells it replays, modules it imports), even with no pickle at
+                # all; only this user may have been able to write any of it
+                loc.check_private("load", run, step, list(manifest.files))
             sizes = {k: e.size for k, e in manifest.files.items()}
             read, read_into = _readers(loc, manifest)
             return RawCheckpoint(describe(manifest, loc.url), state, sizes, read, read_into)

@@ -7,6 +7,8 @@ import os
 import socket
 import ssl
 import sys
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,6 +94,30 @@ def test_it_runs_detached_on_loopback_with_its_output_in_its_log(
     for made_by_dask in (info.scheduler_file, info.log):
         assert made_by_dask is not None
         assert Path(made_by_dask).stat().st_mode & 0o077 == 0  # the owner's alone
+
+
+def test_its_http_pages_show_other_users_no_logs_stacks_or_metrics(
+    private: Client, info: ClusterInfo
+) -> None:
+    """The dashboard's HTTP server has no login: beside the dashboard it serves only the
+    health check (Dask's defaults add worker logs, call stacks, tracebacks, metrics)."""
+    assert info.dashboard is not None
+    base = info.dashboard.rstrip("/").removesuffix("/status")
+    with urllib.request.urlopen(f"{base}/health", timeout=10) as ok:
+        assert ok.read() == b"ok"
+    workers = private.run(lambda dask_worker: dask_worker.http_server.port)
+    pages = [
+        f"{base}/info/main/logs.html",
+        f"{base}/info/main/workers.html",
+        f"{base}/json/identity.json",
+        f"{base}/metrics",
+        *(f"http://127.0.0.1:{port}/metrics" for port in workers.values()),
+    ]
+    for page in pages:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(page, timeout=10)
+        refused.value.close()
+        assert refused.value.code == 404, page
 
 
 def _worker_setup(dask_worker: Any) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -12,10 +13,12 @@ import fsspec
 import numpy as np
 import pytest
 import torch
+import xxhash
 from fsspec.implementations.memory import MemoryFileSystem
 
 from ft_notebook.exceptions import StoreError, StoreUnsafe
 from ft_notebook.store import CheckpointStore
+from ft_notebook.store._manifest import FileEntry, Manifest
 
 
 @dataclass
@@ -71,6 +74,48 @@ def test_pickle_is_not_loaded_from_a_place_that_became_writable(
     os.chmod(target, 0o666 if target.is_file() else 0o777)
     with pytest.raises(StoreUnsafe, match=f"Refusing to load pickled objects at {target}"):
         store.load("nb", allow_pickle=True)
+
+
+def test_a_pickle_kept_in_a_file_not_named_pkl_is_not_unpickled(tmp_path: Path) -> None:
+    """Who could have written a pickle is checked for the .pkl files: a forged
+    checkpoint whose state points a pickle at a .bin file, in a folder anyone may
+    write to, must not get past that check."""
+    root = tmp_path / "s"
+    store = CheckpointStore(root, publish_events=False)
+    store.save("nb", 1, {"p": Point(1, [])}, allow_pickle=True)
+    step, blobs = root / "nb" / f"{1:012d}", root / "blobs"
+    doc = json.loads((step / "manifest.json").read_bytes())
+    (pkl,) = [k for k in doc["files"] if k.endswith(".pkl")]
+    hidden = pkl.replace(".pkl", ".bin")
+    (blobs / pkl).rename(blobs / hidden)
+    text = (blobs / doc["state"]).read_bytes().replace(pkl.encode(), hidden.encode())
+    state = f"{xxhash.xxh3_128_hexdigest(text)}.json"
+    (blobs / state).write_bytes(text)
+    files = {k: v for k, v in doc["files"].items() if k not in (pkl, doc["state"])}
+    files |= {hidden: doc["files"][pkl], state: {"size": len(text), "xxh3_128": state[:-5]}}
+    entries = {k: FileEntry(v["size"], v["xxh3_128"]) for k, v in files.items()}
+    forged = Manifest("nb", 1, doc["time"], doc["pinned"], doc["metadata"], state, entries)
+    (step / "manifest.json").chmod(0o600)
+    (step / "manifest.json").write_bytes(forged.to_bytes())
+    os.chmod(root, 0o777)
+    with pytest.raises(StoreError, match=r"not in a \.pkl file"):
+        store.load("nb", allow_pickle=True)
+
+
+def test_a_raw_checkpoint_read_to_run_code_must_be_private_even_without_pickles(
+    tmp_path: Path,
+) -> None:
+    """A snapshot's state names cells to replay and modules to import: a caller that
+    reads it to run that (allow_pickle=True) gets it only from a private place."""
+    store = CheckpointStore(tmp_path / "s", keep=None, publish_events=False)
+    store.save_raw("nb", 1, {"cells": {"1": "import os; os.system('...')"}}, {})
+    os.chmod(tmp_path / "s", 0o777)
+    try:
+        assert store.open_raw("nb").state["cells"]  # only read: fine
+        with pytest.raises(StoreUnsafe, match="lets other users write to it"):
+            store.open_raw("nb", allow_pickle=True)
+    finally:
+        os.chmod(tmp_path / "s", 0o700)
 
 
 class RemoteFS(MemoryFileSystem):
