@@ -366,10 +366,12 @@ class RankActor(RankState, threading.Thread):
                     streak = 0
                     continue
             self._last_loss = plain(loss)
-            self._after_step(loss)
+            # not while a streak of non-finite steps goes on: a rollback must not land
+            # on the state it rolls back from
+            self._after_step(loss, checkpoint=streak == 0)
         return True
 
-    def _after_step(self, loss: float) -> None:
+    def _after_step(self, loss: float, *, checkpoint: bool = True) -> None:
         gen, spec = self.gen, self.spec
         assert gen is not None
         if gen.rank != 0:
@@ -378,7 +380,7 @@ class RankActor(RankState, threading.Thread):
         # once: the optimizer has its state now; the first save's memory is made meanwhile
         if next_due <= self.trainer.total_steps and self.durable.warm(self.trainer.state):
             self.log("preparing the first checkpoint's host memory in the background")
-        if self.step % spec.checkpoint_every == 0:
+        if checkpoint and self.step % spec.checkpoint_every == 0:
             self._checkpoint()
         if spec.eval_fn is not None and spec.eval_every and self.step % spec.eval_every == 0:
             if self.evaluator is None:

@@ -242,6 +242,8 @@ class RunReports:
         if record.finished or plan is None or plan.gen != gen:
             return
         stuck = record.regrouping
+        if step < 0 and stuck is not None:
+            step = stuck["step"]  # a rank that joined with no state yet: no news of progress
         if stuck is None or stuck["step"] != step:  # it got further (or rolled back)
             stuck = record.regrouping = {"step": step, "since": time.time(), "count": 0}
         stuck["count"] += 1

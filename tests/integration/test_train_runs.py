@@ -189,6 +189,33 @@ def test_repeated_nans_roll_the_run_back(client: Client, tmp_path: Path, unique_
     assert int((counts == 1).sum()) == 256 - 32
 
 
+def test_a_rollback_goes_back_past_checkpoints_due_in_its_streak(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    """Steps 5 and 6 are non-finite and the limit is two: the checkpoint due after step
+    5 falls inside the streak, and the rollback goes to step 4, before the streak."""
+    from ft_notebook.train._sharding import epoch_order
+
+    order = epoch_order(0, 0, 256)  # the default seed; 32 samples a step
+    in_5_and_6 = (int(order[5 * 32]), int(order[6 * 32]))
+    run = fit(
+        epochs=1,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        checkpoint_every=2,
+        nonfinite_limit=2,
+        **counting_problem(nonfinite=in_5_and_6),
+    )
+    info = run.info()
+    assert info["state"] == "COMPLETED", info
+    rollbacks = [n for n in info["notes"] if n["kind"] == "rollback"]
+    assert [(r["from_step"], r["to_step"]) for r in rollbacks] == [(7, 4)]
+    counts = run.model().counts.detach()
+    assert int((counts == 0).sum()) == 64  # the samples of the two skipped steps
+    assert int((counts == 1).sum()) == 256 - 64
+
+
 def test_a_full_store_does_not_stop_the_run(
     client: Client, tmp_path: Path, unique_name: str
 ) -> None:

@@ -340,10 +340,15 @@ def test_rank_zero_saying_its_checkpoints_lag_shows_on_the_run() -> None:
     assert not record.lagging
 
 
-def test_collectives_failing_with_no_loss_fail_the_run_once_its_step_stands_still() -> None:
+@pytest.mark.parametrize("joiner", [False, True])
+def test_collectives_failing_with_no_loss_fail_the_run_once_its_step_stands_still(
+    joiner: bool,
+) -> None:
     """A broken interconnect: every collective fails, no worker is lost. The run forms
     the same members again while steps advance, and fails, saying why, once its step
-    has stood still for the stall threshold, instead of re-forming for ever."""
+    has stood still for the stall threshold, instead of re-forming for ever. With a
+    joiner, half the failures come from a rank with no state yet (step -1): they tell
+    nothing of progress and must not start the count again."""
     import asyncio
 
     from ft_notebook.cluster._control import ControlPlane
@@ -377,7 +382,8 @@ def test_collectives_failing_with_no_loss_fail_the_run_once_its_step_stands_stil
             assert record.plan.members == ("0", "1")
         ended, more = first_at_5, 0
         while not record.finished and ended - first_at_5 < 10:
-            ended, more = await fail_a_collective(5), more + 1
+            at = -1 if joiner and more % 2 == 0 else 5
+            ended, more = await fail_a_collective(at), more + 1
         return first_at_5, ended, more
 
     first_at_5, ended, more = asyncio.run(scenario())
