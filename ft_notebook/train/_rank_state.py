@@ -134,6 +134,9 @@ class RankState:
             "epoch": cursor.epoch,
             "position": cursor.position,
             "seed": self.spec.seed,
+            # what the cursor depends on: a resume with others would skip or repeat samples
+            "batch_size": self.spec.batch_size,
+            "samples": self.trainer.size,
             "skip": sorted(self.skip),
             "nonfinite_total": self.nonfinite_total,
         }

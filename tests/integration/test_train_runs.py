@@ -342,6 +342,26 @@ def test_resume_continues_from_the_newest_checkpoint_after_the_cluster_is_lost(
         assert bool((run.model().counts == 4).all())
 
 
+def test_a_resume_with_other_data_settings_is_refused(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    """The checkpoint's step tells which samples are still to come only with the seed,
+    batch size and dataset it was taken with: with others, a resume would skip some
+    samples and use others twice. It is refused before anything starts."""
+    store, again = str(tmp_path), {"cluster": client, "name": unique_name, "resume": True}
+    fit(epochs=1, cluster=client, name=unique_name, store=store, **counting_problem())
+    with pytest.raises(TrainingError, match=r"batch_size 32 then, 64 now"):
+        fit(epochs=2, store=store, **again, **counting_problem(batch=64))
+    with pytest.raises(TrainingError, match=r"seed 0 then, 1 now"):
+        fit(epochs=2, store=store, seed=1, **again, **counting_problem())
+    with pytest.raises(TrainingError, match=r"samples 256 then, 512 now"):
+        fit(epochs=2, store=store, **again, **counting_problem(size=512))
+    run = fit(epochs=2, store=store, **again, **counting_problem())  # the same: it goes on
+    assert run.info()["state"] == "COMPLETED"
+    assert run.info()["resumed_from"] == 8
+    assert bool((run.model().counts == 2).all())
+
+
 def mean_count(model: torch.nn.Module) -> dict[str, float]:
     return {"mean_count": float(model.counts.detach().mean())}
 
