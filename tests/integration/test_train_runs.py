@@ -205,7 +205,8 @@ def test_a_rollback_goes_back_past_checkpoints_due_in_its_streak(
         store=str(tmp_path),
         checkpoint_every=2,
         nonfinite_limit=2,
-        **counting_problem(nonfinite=in_5_and_6),
+        # steps long enough for each asynchronous checkpoint to commit before the next
+        **counting_problem(nonfinite=in_5_and_6, delay_s=0.1),
     )
     info = run.info()
     assert info["state"] == "COMPLETED", info
