@@ -393,11 +393,12 @@ def _refuse_another_order(name: str, url: str, seed: int, batch_size: int, size:
 
     try:
         with CheckpointStore(url, keep=None, publish_events=False) as store:
-            newest = store.latest(name)
+            committed = store.list(name)  # the manifests: not GBs of weights
     except Exception:  # not reachable from here: the workers will read it
         return
-    if newest is None:
+    if not committed:
         return
+    newest = committed[-1]
     saved = newest.metadata
     epoch, index = divmod(newest.step, steps_per_epoch(size, batch_size))
     position = index * batch_size
