@@ -21,6 +21,11 @@ from ft_notebook.train._record import Record, name_key
 logger = logging.getLogger("ft_notebook.train._coordinator")
 
 
+#: A step every rank is stuck in fails the run after this many stall thresholds (one
+#: stuck rank is evicted after one: the others go on without it).
+_ALL_STUCK_AFTER = 3
+
+
 class RunWatch:
     """The coordinator's watchdog loop (two checks a second)."""
 
@@ -33,6 +38,7 @@ class RunWatch:
         async def _call(self, address: str, fn: Any, *args: Any) -> Any: ...
         def _lost(self, record: Record, names: list[str], cause: str) -> None: ...
         def _spawn(self, coro: Any) -> None: ...
+        def _finish(self, record: Record, state: RunState, reason: str) -> None: ...
 
     # ---- hangs that heartbeats do not show
 
@@ -131,7 +137,22 @@ class RunWatch:
                         )
                     )
         stuck = [n for n, s in states.items() if s and s.get("phase") == "compute"]
-        if not stuck or len(stuck) == len(plan.members):
+        if not stuck:
+            return
+        if len(stuck) == len(plan.members):  # no healthy rank to go on with
+            waited = time.time() - record.last_advance
+            if waited >= _ALL_STUCK_AFTER * threshold:
+                at = sorted({str(states[n].get("step")) for n in stuck})  # theirs: newer
+                self._finish(
+                    record,
+                    RunState.FAILED,
+                    f"every worker ({', '.join(stuck)}) has been computing step "
+                    f"{' or '.join(at)} for {waited:.0f} s, {_ALL_STUCK_AFTER}x the run's stall "
+                    f"threshold: the training code or its data loading hangs on all of "
+                    f"them (a deadlock, a hung filesystem). Their logs (run.logs()) say "
+                    f"where; fix that, then go on from the newest checkpoint with "
+                    f"ft.fit(..., resume=True).",
+                )
             return
         for name in stuck:
             address = record.actors.get(name)

@@ -289,6 +289,35 @@ def test_a_step_stuck_on_one_rank_is_evicted(
     assert "step not advancing" in info["recoveries"][0]["cause"]
 
 
+def test_a_step_stuck_on_every_rank_fails_the_run_saying_so(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    """No rank to go on with: rather than show RUNNING for ever, the run fails after
+    three stall thresholds, naming the step and what to look at."""
+    settings = {"ft-notebook.train.stall-min": "500ms", "ft-notebook.train.first-steps-floor": "2s"}
+    problem = counting_problem(delay_s=0.02)
+    order = epoch_order(0, 0, 256)
+    # step 6's batch, split between the two ranks: each fetches one of these (15 s)
+    problem["data"].slow = {int(order[6 * 32]): 15.0, int(order[6 * 32 + 31]): 15.0}
+    try:
+        with dask.config.set(settings):
+            reload_config()
+            run = fit(
+                epochs=1,
+                cluster=client,
+                name=unique_name,
+                store=str(tmp_path),
+                wait=False,
+                **problem,
+            )
+    finally:
+        reload_config()
+    poll_for(lambda: run.info()["state"] == "FAILED", timeout=12, what="the run to fail")
+    reason = run.info()["reason"]
+    assert "has been computing step 6" in reason, reason
+    assert "resume=True" in reason
+
+
 def test_below_min_workers_the_run_stalls_and_resumes(
     client: Client, tmp_path: Path, unique_name: str
 ) -> None:
