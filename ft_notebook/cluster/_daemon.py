@@ -77,6 +77,22 @@ def main(argv: list[str] | None = None) -> int:
 _HEALTH, _STATICS = "distributed.http.health", "distributed.http.statics"
 
 
+def collective_interface(host: str) -> dict[str, str]:
+    """gloo and NCCL open their own sockets, on the interface of the machine's hostname
+    unless told: tell them the cluster's (``lo`` on loopback), so that training follows
+    the cluster's listening rule. What the user set already is left as it is."""
+    import psutil
+
+    names = [
+        n for n, addrs in psutil.net_if_addrs().items() if any(a.address == host for a in addrs)
+    ]
+    if not names:
+        return {}
+    return {
+        k: names[0] for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if k not in os.environ
+    }
+
+
 async def _serve(spec: ClusterSpec, ready: _Ready) -> int:
     import dask.config
 
@@ -169,7 +185,7 @@ class _Cluster:
                 name=w.name,
                 security=security,
                 host=spec.host,
-                env=w.env(),
+                env={**w.env(), **collective_interface(spec.host)},
                 preload=list(spec.preload),
                 memory_limit=spec.memory_limit,
                 local_directory=str(folder / "work"),

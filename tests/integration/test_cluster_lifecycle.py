@@ -132,6 +132,11 @@ def _worker_setup(dask_worker: Any) -> dict[str, Any]:
         "malloc_trim": os.environ.get("MALLOC_TRIM_THRESHOLD_"),
         "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "nthreads": dask_worker.state.nthreads,
+        # gloo's and NCCL's own sockets: on the cluster's interface, not the hostname's
+        "collectives_on": (
+            os.environ.get("GLOO_SOCKET_IFNAME"),
+            os.environ.get("NCCL_SOCKET_IFNAME"),
+        ),
     }
 
 
@@ -148,6 +153,7 @@ def test_workers_have_one_thread_torch_preloaded_and_pinned_threads(private: Cli
             "malloc_trim": None,
             "cuda_visible": "",  # CPU workers see no GPU
             "nthreads": 1,
+            "collectives_on": ("lo", "lo"),
         }
 
 
