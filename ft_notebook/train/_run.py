@@ -16,6 +16,7 @@ from typing import Any
 from ft_notebook._paths import checked_name, data_dir
 from ft_notebook.events import RunState
 from ft_notebook.exceptions import NoWorkers, RunFailed, StoreError, TrainingError
+from ft_notebook.train._earlier import refuse_another_order, refuse_old_checkpoints
 from ft_notebook.train._spec import FitSpec, dumps_spec
 
 
@@ -96,9 +97,9 @@ def fit(
     except TypeError:
         size = None
     if not resume:
-        _refuse_old_checkpoints(name, spec.store_url)
+        refuse_old_checkpoints(name, spec.store_url)
     elif size is not None:
-        _refuse_another_order(name, spec.store_url, seed, batch_size, size)
+        refuse_another_order(name, spec.store_url, seed, batch_size, size)
     payload = dumps_spec(spec)
     client = _client(cluster)
     workers = len(client.scheduler_info(n_workers=-1)["workers"])
@@ -364,59 +365,6 @@ def _default_client() -> Any:
         return None
     address = client.scheduler.address
     return client if any(c.address == address for c in clusters()) else None
-
-
-def _refuse_old_checkpoints(name: str, url: str) -> None:
-    """A new run must not meet the checkpoints of an earlier run of its name: a resume
-    or a rollback would load them, and retention would drop its own as older."""
-    from ft_notebook.store import CheckpointStore
-
-    try:
-        with CheckpointStore(url, keep=None, publish_events=False) as store:
-            newest = store.latest(name)
-    except Exception:  # not reachable from here: the workers will tell
-        return
-    if newest is not None:
-        raise TrainingError(
-            f"{url} already has checkpoints of a run named {name!r} (the newest at step "
-            f"{newest.step}). Pass resume=True to continue that run, choose another name=, "
-            f"or delete its checkpoints first."
-        )
-
-
-def _refuse_another_order(name: str, url: str, seed: int, batch_size: int, size: int) -> None:
-    """A resume goes on from the checkpoint's step, and the step gives the samples
-    still to come only with the seed, batch size and dataset length it was taken
-    with: with others, some samples would be skipped and others used twice."""
-    from ft_notebook.store import CheckpointStore
-    from ft_notebook.train._spec import steps_per_epoch
-
-    try:
-        with CheckpointStore(url, keep=None, publish_events=False) as store:
-            committed = store.list(name)  # the manifests: not GBs of weights
-    except Exception:  # not reachable from here: the workers will read it
-        return
-    if not committed:
-        return
-    newest = committed[-1]
-    saved = newest.metadata
-    epoch, index = divmod(newest.step, steps_per_epoch(size, batch_size))
-    position = index * batch_size
-    now = {"seed": seed, "batch_size": batch_size, "samples": size}
-    # older checkpoints lack the batch size and length: their cursor tells a change too
-    changed = [f"{n} {saved[n]} then, {v} now" for n, v in now.items() if saved.get(n, v) != v]
-    if (saved.get("epoch"), saved.get("position")) != (epoch, position):
-        changed.append(
-            f"its step {newest.step} was epoch {saved.get('epoch')} at sample "
-            f"{saved.get('position')}, and would be epoch {epoch} at sample {position} now"
-        )
-    if changed:
-        raise TrainingError(
-            f"The newest checkpoint of run {name!r} (step {newest.step}) was taken with "
-            f"other data settings ({'; '.join(changed)}): resuming from it would skip "
-            f"some samples and use others twice. Resume with the seed, batch_size and "
-            f"dataset it was taken with, or start a new run under another name=."
-        )
 
 
 def _store_location(store: Any) -> tuple[str, int]:

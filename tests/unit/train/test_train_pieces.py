@@ -404,11 +404,11 @@ def test_a_checkpoint_from_before_the_data_settings_were_saved_is_checked_by_its
     """Checkpoints of earlier versions hold the epoch and position but not the batch
     size: a resume with another batch size puts their step elsewhere, and is refused."""
     from ft_notebook.store import CheckpointStore
-    from ft_notebook.train._run import _refuse_another_order
+    from ft_notebook.train._earlier import refuse_another_order
 
     with CheckpointStore(tmp_path, keep=None, publish_events=False) as store:
         store.save("r", 4, {"w": torch.zeros(1)}, metadata={"epoch": 0, "position": 128, "seed": 0})
-    _refuse_another_order("r", str(tmp_path), 0, 32, 256)  # the same: 4 steps of 32
+    refuse_another_order("r", str(tmp_path), 0, 32, 256)  # the same: 4 steps of 32
     with pytest.raises(TrainingError, match=r"its step 4 was epoch 0 at sample 128, and would"):
-        _refuse_another_order("r", str(tmp_path), 0, 64, 256)
-    _refuse_another_order("no-such-run", str(tmp_path), 1, 64, 256)  # nothing to resume
+        refuse_another_order("r", str(tmp_path), 0, 64, 256)
+    refuse_another_order("no-such-run", str(tmp_path), 1, 64, 256)  # nothing to resume
