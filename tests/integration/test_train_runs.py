@@ -297,8 +297,8 @@ def test_a_step_stuck_on_every_rank_fails_the_run_saying_so(
     settings = {"ft-notebook.train.stall-min": "500ms", "ft-notebook.train.first-steps-floor": "2s"}
     problem = counting_problem(delay_s=0.02)
     order = epoch_order(0, 0, 256)
-    # step 6's batch, split between the two ranks: each fetches one of these (15 s)
-    problem["data"].slow = {int(order[6 * 32]): 15.0, int(order[6 * 32 + 31]): 15.0}
+    # step 6's batch, split between the two ranks: each fetches one of these (30 s)
+    problem["data"].slow = {int(order[6 * 32]): 30.0, int(order[6 * 32 + 31]): 30.0}
     try:
         with dask.config.set(settings):
             reload_config()
@@ -312,7 +312,8 @@ def test_a_step_stuck_on_every_rank_fails_the_run_saying_so(
             )
     finally:
         reload_config()
-    poll_for(lambda: run.info()["state"] == "FAILED", timeout=12, what="the run to fail")
+    # three first-steps floors (2 s) after step 6 began, long before the fetches end
+    poll_for(lambda: run.info()["state"] == "FAILED", timeout=25, what="the run to fail")
     reason = run.info()["reason"]
     assert "has been computing step 6" in reason, reason
     assert "resume=True" in reason
