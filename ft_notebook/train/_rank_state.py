@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ft_notebook.train._earlier import check_order
 from ft_notebook.train._groups import PeerFailed
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ _STALL_WORTH_LOGGING_S = 0.05
 class RankState:
     """Collectives, state agreement and checkpoints of one rank."""
 
+    run_name: str
     gen: Generation | None
     current: Plan | None
     waker: Waker
@@ -161,6 +163,12 @@ class RankState:
         if ckpt is None:
             self.log("resume: no checkpoint yet; starting from scratch")
             return
+        # a resume=True start may meet a checkpoint of other data settings (the kernel
+        # checks too, where it can reach the store)
+        spec = self.spec
+        check_order(
+            self.run_name, ckpt.step, ckpt.metadata, spec.seed, spec.batch_size, self.trainer.size
+        )
         self.trainer.load_state(ckpt.state)
         self.step = ckpt.step
         self.skip = set(ckpt.metadata.get("skip", []))

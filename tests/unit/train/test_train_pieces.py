@@ -412,3 +412,30 @@ def test_a_checkpoint_from_before_the_data_settings_were_saved_is_checked_by_its
     with pytest.raises(TrainingError, match=r"its step 4 was epoch 0 at sample 128, and would"):
         refuse_another_order("r", str(tmp_path), 0, 64, 256)
     refuse_another_order("no-such-run", str(tmp_path), 1, 64, 256)  # nothing to resume
+
+
+def test_a_rank_refuses_to_resume_from_a_checkpoint_of_other_data_settings(
+    tmp_path: Path,
+) -> None:
+    """Where the kernel cannot reach the store, the ranks' own resume checks the
+    checkpoint it reads: with another batch size it would skip and repeat samples."""
+    from ft_notebook.train._durable import DurableCheckpoints
+    from ft_notebook.train._rank_state import RankState
+
+    def rank(batch: int) -> RankState:
+        r = RankState()
+        r.run_name, r.spec = "r", _spec(counting_problem(batch=batch))
+        r.trainer = Trainer(r.spec, torch.device("cpu"))
+        r.durable = DurableCheckpoints(str(tmp_path), 3, "r", 2)
+        r.step, r.skip, r.nonfinite_total = 0, set(), 0
+        r.log = lambda message: None  # type: ignore[method-assign]
+        return r
+
+    first = rank(32)
+    first.step = 4
+    first.durable.final(4, first.trainer.state, first._metadata())
+    with pytest.raises(TrainingError, match=r"batch_size 32 then, 64 now"):
+        rank(64)._resume()
+    same = rank(32)
+    same._resume()
+    assert same.step == 4
