@@ -30,6 +30,7 @@ DEFAULTS = {
             "stall-min": "10s",
             "first-steps-floor": "300s",
             "nonfinite-limit": 3,
+            "float64-sums": True,
         },
         "server": {
             "chaos-actions": False,

@@ -49,6 +49,8 @@ class TrainConfig:
     first_steps_floor_s: float = 300.0
     #: Non-finite steps skipped in a row before the run rolls back.
     nonfinite_limit: int = 3
+    #: Sum gradients in float64 over fixed parts, whatever the world size.
+    float64_sums: bool = True
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,7 @@ def load_config() -> FTConfig:
             stall_min_s=_duration(s, "train.stall-min"),
             first_steps_floor_s=_duration(s, "train.first-steps-floor"),
             nonfinite_limit=_workers_like(s, "train.nonfinite-limit"),
+            float64_sums=_bool(s, "train.float64-sums"),
         ),
     )
 

@@ -168,6 +168,7 @@ class RunCoordinator(RunReports, RunWatch, SchedulerPlugin):
         self, record: Record, members: list[str], how: str, lost: str | None = None, stop: str = ""
     ) -> Plan:
         old = record.plan
+        record.parts = max(record.parts, len(members))
         plan = Plan(
             run=record.name,
             gen=(old.gen if old is not None else 0) + 1,
@@ -179,6 +180,7 @@ class RunCoordinator(RunReports, RunWatch, SchedulerPlugin):
             stop=stop,
             committed=record.highest_step,
             incarnation=record.incarnation,
+            parts=record.parts,
         )
         record.plan = plan
         if not stop:

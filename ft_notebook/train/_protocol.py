@@ -39,6 +39,9 @@ class Plan:
     #: Unique per submission of the run: a name used again on the same cluster must
     #: not meet the old run's keys in the rendezvous store.
     incarnation: str = ""
+    #: How many parts each step's batch is cut into: the run's largest world size so
+    #: far, so that losing ranks does not change the arithmetic (0: the world size).
+    parts: int = 0
 
     @property
     def prefix(self) -> str:

@@ -278,7 +278,7 @@ class RankActor(RankState, threading.Thread):
     def _drop_buffers(self) -> None:
         """An abandoned collective may still complete into its buffer: never reuse it."""
         if getattr(self, "trainer", None) is not None:
-            self.trainer._flat = None
+            self.trainer._flat = self.trainer._total = None
 
     def _store(self, address: tuple[str, int]) -> Any:
         """A new client of the rendezvous store. One per rendezvous and per survivor
@@ -334,6 +334,7 @@ class RankActor(RankState, threading.Thread):
         """Train this generation to the end (True), or raise Interrupted / PeerFailed."""
         gen, trainer = self.gen, self.trainer
         assert gen is not None
+        parts = self.current.parts if self.current is not None else 0
         streak = 0
         synced_step, first = self.step, True
         self._window = (time.perf_counter(), self.step)
@@ -345,7 +346,7 @@ class RankActor(RankState, threading.Thread):
                 self.step += 1
                 continue
             self.set_phase("compute")
-            buffer = trainer.local_gradients(step, gen.rank, gen.world)
+            buffer = trainer.local_gradients(step, gen.rank, gen.world, parts)
             self.set_phase("reduce")
             self._allreduce(buffer, "SUM", f"the gradient reduction of step {step}")
             loss, ok = trainer.apply(trainer.reduce_rows(buffer))

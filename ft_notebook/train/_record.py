@@ -60,6 +60,7 @@ class Record:
     step_times: list[float] = field(default_factory=list)
     target_world: int = 0
     world: int = 0  # the world size of the newest generation that trained
+    parts: int = 0  # the largest world size so far: each step's batch is cut into as many
     reason: str = ""
     incarnation: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     resumed_from: int | None = None  # the checkpoint step a resume=True run began at

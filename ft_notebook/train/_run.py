@@ -87,6 +87,7 @@ def fit(
 
     settings = get_config().train
     spec.nonfinite_limit = nonfinite_limit or settings.nonfinite_limit
+    spec.float64_sums = settings.float64_sums
     spec.validate()
     name = checked_name(
         name or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}", "run name"

@@ -31,6 +31,9 @@ class FitSpec:
     clip_grad_norm: float | None = None
     deterministic: bool = False
     chunk_size: int | None = None  # deterministic: micro-chunk size (default: batch/8)
+    #: Sum each step's parts in float64, so the result does not depend on the world
+    #: size (see :mod:`._trainer`); ``ft-notebook.train.float64-sums``.
+    float64_sums: bool = True
     checkpoint_every: int = 50
     store_url: str = ""
     store_keep: int = 3

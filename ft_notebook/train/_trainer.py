@@ -1,14 +1,29 @@
 """One rank's model, optimizer and data, and the arithmetic of one step.
 
 A step's gradient travels as one flat buffer: the parameters' gradients, each
-already weighted by this rank's share of the global batch, then the weighted loss.
+already weighted by its samples' share of the global batch, then the weighted loss.
 Summed over ranks it is the gradient of the mean loss over the global batch, the
-same as on one process. With ``deterministic=True`` the buffer has one row per
-micro-chunk of the step (a fixed size, whatever the world size): each rank fills
-the rows of its chunks and leaves the others zero, so the sum over ranks adds each
-value to zeros only, which is exact in any order, and the rows are then added in
-chunk order on every rank. A run with failures then ends bit-identical to one
-without.
+same as on one process.
+
+**The sum must not depend on the world size**, or a run that loses a worker ends
+somewhere else than one that did not: float32 sums taken in another order differ by
+about 1e-7, and training amplifies that (a ReLU whose input sits near zero flips for
+one sample, Adam scales a tiny difference up to a full step). Measured on an MLP with
+AdamW, fault-free runs on 3, 2 and 1 workers ended 7-14% apart. So the batch is cut
+into a fixed number of *parts* (the run's first world size, whatever the world size
+now), each part's gradient is computed by one backward pass of its own, exactly as
+in a run without failures, and the parts are summed in float64: a sum of a few
+float32 values in float64 is exact, or off by far less than float32 resolves, in any
+order. A survivor that takes over a lost rank's part computes it in a backward pass
+of its own. The cost: a float64 buffer beside the gradients (8 bytes per parameter)
+and twice the bytes in the all-reduce; ``ft-notebook.train.float64-sums: false``
+trades the invariance for them.
+
+With ``deterministic=True`` the buffer has one row per micro-chunk of the step (a
+fixed size, whatever the world size): each rank fills the rows of its chunks and
+leaves the others zero, so the sum over ranks adds each value to zeros only, which
+is exact in any order, and the rows are then added in chunk order on every rank. A
+run with failures then ends bit-identical to one without.
 """
 
 from __future__ import annotations
@@ -47,6 +62,7 @@ class Trainer:
         self.total_steps = self.steps_per_epoch * spec.epochs
         self._order: tuple[int, np.ndarray] | None = None
         self._flat: Any = None
+        self._total: Any = None  # the float64 sum of this rank's parts (float64_sums)
         self._unseeded_next = (-1, -1)
         self._views: list[Any] = []
 
@@ -86,8 +102,12 @@ class Trainer:
         inputs, targets = batch
         return spec.loss(self.model(inputs), targets)  # type: ignore[misc]
 
-    def local_gradients(self, step: int, rank: int, world: int) -> Any:
-        """This rank's weighted gradient buffer of ``step`` (see the module doc)."""
+    def local_gradients(self, step: int, rank: int, world: int, parts: int = 0) -> Any:
+        """This rank's weighted gradient buffer of ``step`` (see the module doc).
+
+        ``parts``: how many parts the batch is cut into (the run's first world size;
+        0 or fewer than ``world``: the world size). This rank computes its share of
+        them, one backward pass each."""
         import torch
 
         indices = self.step_indices(step)
@@ -101,11 +121,37 @@ class Trainer:
                 lo, hi = bounds[c]
                 self._backward(indices[lo:hi], (hi - lo) / n, step, c, rows[c])
             return rows
-        lo, hi = split(n, world)[rank]
-        flat = self._flat_gradients()
-        if hi > lo:
-            self._backward(indices[lo:hi], (hi - lo) / n, step, rank, flat)
-        return flat
+        if not self.spec.float64_sums:
+            lo, hi = split(n, world)[rank]
+            flat = self._flat_gradients()
+            if hi > lo:
+                self._backward(indices[lo:hi], (hi - lo) / n, step, rank, flat)
+            return flat
+        parts = max(parts, world)
+        bounds = split(n, parts)
+        first, stop = split(parts, world)[rank]
+        total = self._sum_buffer()
+        for part in range(first, stop):
+            lo, hi = bounds[part]
+            if hi <= lo:
+                continue
+            flat = self._flat_gradients()
+            self._backward(indices[lo:hi], (hi - lo) / n, step, part, flat)
+            if part == first:
+                total.copy_(flat)  # float32 -> float64, exactly
+            else:
+                total += flat
+        return total
+
+    def _sum_buffer(self) -> Any:
+        """The zeroed float64 buffer this rank's parts are summed into (and all-reduced)."""
+        import torch
+
+        if self._total is None:
+            self._total = torch.zeros(self.numel + 1, dtype=torch.float64, device=self.device)
+        else:
+            self._total.zero_()
+        return self._total
 
     def _flat_gradients(self) -> Any:
         """The zeroed flat buffer, with every parameter's ``.grad`` a view into it.
@@ -131,10 +177,12 @@ class Trainer:
     def _backward(self, indices: np.ndarray, weight: float, step: int, key: int, out: Any) -> None:
         import torch
 
-        # dropout and other randomness: in deterministic mode keyed by step and chunk,
-        # not by rank; otherwise seeded (0.1 ms) only when the rank or the step
+        # dropout and other randomness: keyed by step and chunk or part, not by rank
+        # (a survivor that takes over a part draws what its owner would have);
+        # without float64 sums, seeded (0.06 ms) only when the rank or the step
         # sequence changes, which keeps ranks apart
-        if self.spec.deterministic or (key, step) != self._unseeded_next:
+        reseed = self.spec.deterministic or self.spec.float64_sums
+        if reseed or (key, step) != self._unseeded_next:
             torch.manual_seed((self.spec.seed * 1_000_003 + step) * 4099 + key)
         self._unseeded_next = (key, step + 1)
         into_views = out is self._flat
@@ -172,7 +220,13 @@ class Trainer:
         # overflowed from finite values is told apart by the full check
         if not math.isfinite(float(total.sum())) and not bool(torch.isfinite(total).all()):
             return loss, False
-        if total is not self._flat:  # deterministic rows: the sum is a new tensor
+        if total is self._total:  # float64 sums: rounded once, into the .grad views
+            if self._flat is None:  # every part of this rank was empty (a short last batch)
+                self._flat_gradients()
+            self._flat.copy_(total)
+            for p, view in zip(self.params, self._views, strict=True):
+                p.grad = view  # autograd may have swapped one out (another layout)
+        elif total is not self._flat:  # deterministic rows: the sum is a new tensor
             offset = 0
             for p in self.params:
                 k = p.numel()
