@@ -119,11 +119,19 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
     problem["data"] = TensorDataset(*problem["data"].tensors)
     checked: list[bool] = []
 
-    def ft_arm(checkpoint_every: int) -> dict[str, float]:
+    def ft_arm(checkpoint_every: int, float64_sums: bool = True) -> dict[str, float]:
+        import dask.config
+
+        from ft_notebook.config import reload_config
+
         # a cluster of its own: none runs beside the torchrun arm
         cluster, client = start_cluster(args.workers)
-        with cluster:
-            return ft_run(client, checkpoint_every)
+        with cluster, dask.config.set({"ft-notebook.train.float64-sums": float64_sums}):
+            reload_config()  # fit reads its settings once per process otherwise
+            try:
+                return ft_run(client, checkpoint_every)
+            finally:
+                reload_config()
 
     def ft_run(client: Any, checkpoint_every: int) -> dict[str, float]:
         if not checked:
@@ -198,6 +206,8 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
         "ft": lambda: ft_arm(checkpoint_every=10 * steps),
         "torchrun": torchrun_arm,
         "ft-ckpt": lambda: ft_arm(checkpoint_every=50),
+        # the arithmetic before float64 sums: one float32 slice per rank
+        "ft-f32": lambda: ft_arm(checkpoint_every=10 * steps, float64_sums=False),
     }
     arms = {k: v for k, v in arms.items() if k in args.arms.split(",")}
     results: dict[str, list[dict[str, float]]] = {k: [] for k in arms}
@@ -206,8 +216,8 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
         for key, arm in arms.items():
             results[key].append(arm())
 
-    if set(arms) != {"ft", "torchrun", "ft-ckpt"}:
-        return []  # rows need all three arms; the rates are in the log
+    if not {"ft", "torchrun", "ft-ckpt"} <= set(arms):
+        return []  # rows need these three arms; the rates are in the log
     ref = results["torchrun"]
     med_ref = statistics.median(r["rate"] for r in ref)
 
@@ -252,6 +262,11 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
         row("---", "---", "---", "---", "---", "---", "---"),
         line("steady-state throughput, ft.fit without periodic checkpoints", "ft", ">= 0.97"),
         line("the same, ft.fit with `checkpoint_every=50`", "ft-ckpt", "(context)"),
+        *(
+            [line("the same, `float64-sums: false` (float32 slices)", "ft-f32", "(context)")]
+            if "ft-f32" in results
+            else []
+        ),
     ]
 
 
@@ -553,7 +568,9 @@ def main() -> None:
     )
     parser.add_argument("--amp", action="store_true", help="throughput: bf16 autocast (cuda)")
     parser.add_argument(
-        "--arms", default="ft,torchrun,ft-ckpt", help="throughput arms (rows need all three)"
+        "--arms",
+        default="ft,torchrun,ft-ckpt,ft-f32",
+        help="throughput arms (rows need ft, torchrun and ft-ckpt)",
     )
     args = parser.parse_args()
     if args.quick:

@@ -47,12 +47,16 @@ class PacedDataset(Dataset):  # type: ignore[type-arg]
         delay_s: float = 0.0,
         slow: dict[int, float] | None = None,
         slow_once: str | None = None,
+        slow_once_each: str | None = None,
     ) -> None:
         self.tensors, self.delay_s = tensors, delay_s
         self.slow = slow or {}  # sample index -> extra seconds whenever it is fetched
         #: A file: the first process to fetch a slow sample creates it and is slow;
         #: everyone after is not (a hang of one worker, not a poisoned sample).
         self.slow_once = slow_once
+        #: A folder: the same for each slow sample on its own (the first fetch of
+        #: sample i creates ``<folder>/<i>`` and is slow), to place several faults.
+        self.slow_once_each = slow_once_each
 
     def __len__(self) -> int:
         return len(self.tensors[0])
@@ -61,7 +65,10 @@ class PacedDataset(Dataset):  # type: ignore[type-arg]
         return tuple(t[index] for t in self.tensors)
 
     def __getitems__(self, indices: list[int]) -> list[tuple[torch.Tensor, ...]]:
-        extra = sum(self.slow.get(i, 0.0) for i in indices)
+        if self.slow_once_each is not None:
+            extra = sum(self._first_fetch(i) for i in indices if i in self.slow)
+        else:
+            extra = sum(self.slow.get(i, 0.0) for i in indices)
         if extra and self.slow_once is not None:
             try:
                 open(self.slow_once, "x").close()
@@ -71,6 +78,14 @@ class PacedDataset(Dataset):  # type: ignore[type-arg]
         if delay:
             time.sleep(delay)
         return [self[i] for i in indices]
+
+    def _first_fetch(self, index: int) -> float:
+        """The slow sample's extra seconds if this is its first fetch, else 0."""
+        try:
+            open(f"{self.slow_once_each}/{index}", "x").close()
+        except FileExistsError:
+            return 0.0
+        return self.slow[index]
 
 
 def counting_problem(

@@ -1,0 +1,372 @@
+"""Random fault sequences against real training runs, each checked against an
+undisturbed run of the same problem.
+
+A *drill* (:func:`run_drill`) trains :func:`drill_problem` on a cluster of real
+worker processes while the faults of a :class:`FaultPlan` (drawn from a seed by
+:func:`draw_faults`) strike at chosen steps: SIGKILLs of one member, of rank 0, of two
+members at once, of a member while the run recovers from another, of a restarted
+worker while it warms up to rejoin, and SIGSTOP hangs. Then it checks what a user
+relies on, against references a broken implementation cannot fake:
+
+- the run COMPLETED;
+- every sample was used exactly once per epoch: the model carries one counter per
+  sample, which each use raises by exactly 1.0 (see :class:`DrillModel`), through the
+  real all-reduce;
+- the final weights are those of the undisturbed run: ``torch.equal`` with
+  ``deterministic=True``, within a relative ``1e-4`` otherwise (max |a - b| over
+  max |b|);
+- every fault is visible: its victim is named in a recovery of the run, or (a worker
+  killed before it was admitted again) in a ``worker-lost`` event of the cluster.
+
+``tests/chaos/test_train_drills.py`` runs a few seeds; ``benchmarks/bench_train.py
+--only drills`` runs many.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ft_notebook.testing._poll import poll_for
+from ft_notebook.testing.training import PacedDataset
+
+__all__ = [
+    "DrillModel",
+    "DrillResult",
+    "Fault",
+    "FaultKind",
+    "FaultPlan",
+    "draw_faults",
+    "drill_problem",
+    "final_weights",
+    "run_drill",
+]
+
+#: Relative tolerance of a run without ``deterministic=True`` against the reference.
+TOLERANCE = 1e-4
+
+
+class FaultKind(str, enum.Enum):
+    KILL = "kill"  # SIGKILL of a random member
+    KILL_RANK0 = "kill-rank0"  # SIGKILL of the member that checkpoints and reports
+    DOUBLE_KILL = "double-kill"  # two members SIGKILLed back to back
+    KILL_DURING_RECOVERY = "kill-during-recovery"  # a second kill once the first is seen
+    KILL_JOINER = "kill-joiner"  # a killed member killed again while it warms up to rejoin
+    HANG = "hang"  # SIGSTOP of a member: evicted when its heartbeats stop
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: FaultKind
+    step: int  # strikes once the run has committed this many steps
+    #: The worker to strike (a kill or hang); None: a member chosen at random.
+    victim: str | None = None
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    seed: int
+    deterministic: bool
+    faults: tuple[Fault, ...]
+
+    def describe(self) -> str:
+        mode = "deterministic" if self.deterministic else "default"
+        return f"seed {self.seed} ({mode}): " + ", ".join(
+            f"{f.kind.value}@{f.step}" for f in self.faults
+        )
+
+
+def draw_faults(seed: int, steps: int, *, most: int = 3) -> FaultPlan:
+    """One to ``most`` faults at increasing steps inside a run of ``steps`` steps; odd
+    seeds run with ``deterministic=True``."""
+    rng = random.Random(seed)
+    count = rng.randint(1, most)
+    first, last = max(4, steps // 16), max(5, steps * 3 // 4)
+    at = sorted(rng.sample(range(first, last), count))
+    kinds = list(FaultKind)
+    faults = tuple(Fault(rng.choice(kinds), s) for s in at)
+    return FaultPlan(seed, seed % 2 == 1, faults)
+
+
+# ---- the problem: an MLP that also counts every use of every sample
+
+
+class DrillModel(torch.nn.Module):
+    """A ReLU MLP (32-128-128-4) and one counter per sample.
+
+    The counters are the optimizer's first parameter group: AdamW with betas (0, 0),
+    eps 1e-30 and lr 1, whose update is exactly ``-lr * g / |g|`` for a non-zero
+    gradient and 0 for a zero one. The loss subtracts the mean of the batch's
+    counters, so each use of a sample raises its counter by exactly 1.0, whatever the
+    weights of the parts the batch was cut into. The MLP is trained by AdamW (lr
+    1e-3): a problem on which float32 sums taken in another order end percents apart.
+    """
+
+    def __init__(self, samples: int, features: int = 32, hidden: int = 128) -> None:
+        super().__init__()
+        self.counts = torch.nn.Parameter(torch.zeros(samples))
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(features, hidden),
+            torch.nn.ReLU(),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.ReLU(),
+            torch.nn.Linear(hidden, 4),
+        )
+
+
+def drill_optimizer(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    counters = {"params": params[:1], "lr": 1.0, "betas": (0.0, 0.0), "eps": 1e-30}
+    return torch.optim.AdamW([{**counters, "weight_decay": 0.0}, {"params": params[1:]}], lr=1e-3)
+
+
+def drill_step(model: DrillModel, batch: Any, loss: Any) -> torch.Tensor:
+    x, y, index = batch
+    return loss(model.mlp(x), y) - model.counts[index].mean()
+
+
+def drill_mlp() -> torch.nn.Module:
+    return DrillModel(0).mlp
+
+
+def drill_problem(
+    samples: int = 12288,
+    batch: int = 96,
+    delay_s: float = 0.015,
+    seed: int = 7,
+    *,
+    counters: bool = True,
+) -> dict[str, Any]:
+    """Keyword arguments for ``ft.fit``: the model, data, optimizer and step of a drill.
+
+    The defaults are the run that first showed runs losing workers ending far from
+    the undisturbed one (issue 17): 12,288 samples of 32 features with 4 random
+    classes, a global batch of 96; trained for 2 epochs (256 steps).
+    ``counters=False``: that run's own model, the bare MLP (no sample counters).
+    """
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(samples, 32, generator=g)
+    y = torch.randint(0, 4, (samples,), generator=g)
+    if not counters:
+        return {
+            "model": drill_mlp,
+            "data": PacedDataset(x, y, delay_s=delay_s),
+            "optimizer": functools.partial(torch.optim.AdamW, lr=1e-3),
+            "loss": torch.nn.functional.cross_entropy,
+            "batch_size": batch,
+        }
+    return {
+        "model": functools.partial(DrillModel, samples),
+        "data": PacedDataset(x, y, torch.arange(samples), delay_s=delay_s),
+        "optimizer": drill_optimizer,
+        "loss": torch.nn.functional.cross_entropy,
+        "train_step": drill_step,
+        "batch_size": batch,
+    }
+
+
+def final_weights(run: Any) -> list[torch.Tensor]:
+    """The MLP's parameters at the end of ``run`` (the counters left out)."""
+    return _weights(run.model())
+
+
+def _weights(model: torch.nn.Module) -> list[torch.Tensor]:
+    mlp = model.mlp if isinstance(model, DrillModel) else model
+    return [p.detach().clone() for p in mlp.parameters()]
+
+
+# ---- one drill
+
+
+@dataclass
+class DrillResult:
+    plan: FaultPlan
+    state: str
+    #: (kind, step it struck at, victims); faults the run ended before are left out.
+    struck: list[tuple[str, int, tuple[str, ...]]] = field(default_factory=list)
+    #: Samples not used exactly once per epoch (counted by a :class:`DrillModel`).
+    counts_off: int = 0
+    counted: bool = False
+    #: max |final - reference| / max |reference| over the MLP's parameters.
+    distance: float = 0.0
+    identical: bool = False
+    #: Victims named neither in a recovery nor in a worker-lost event.
+    unseen: list[str] = field(default_factory=list)
+    recoveries: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        close = self.identical if self.plan.deterministic else self.distance <= TOLERANCE
+        return self.state == "COMPLETED" and self.counts_off == 0 and close and not self.unseen
+
+    def describe(self) -> str:
+        faults = ", ".join(f"{k}@{s} on {'+'.join(v)}" for k, s, v in self.struck) or "none"
+        return (
+            f"{self.plan.describe()} -> {self.state}; struck: {faults}; "
+            f"counts off: {self.counts_off}; distance {self.distance:.3g}"
+            f"{' (identical)' if self.identical else ''}; unseen: {self.unseen}; "
+            f"recoveries: {[(r.get('how'), r.get('cause')) for r in self.recoveries]}"
+        )
+
+
+def run_drill(
+    client: Any,
+    plan: FaultPlan,
+    reference: list[torch.Tensor],
+    *,
+    name: str,
+    store: str,
+    epochs: int = 2,
+    workers: int = 3,
+    timeout: float = 240.0,
+    **problem: Any,
+) -> DrillResult:
+    """Train with ``plan``'s faults and check the run (see the module doc)."""
+    from ft_notebook.train import fit
+
+    started = time.monotonic()
+    _all_workers(client, workers)
+    since = _last_seq(client)
+    kw = drill_problem(**problem)
+    run = fit(
+        epochs=epochs,
+        cluster=client,
+        name=name,
+        store=store,
+        wait=False,
+        checkpoint_every=16,
+        min_workers=1,
+        deterministic=plan.deterministic,
+        **kw,
+    )
+    result = DrillResult(plan, state="")
+    for fault in plan.faults:
+        victims = _strike(client, run, fault)
+        if victims is None:
+            break  # the run ended first
+        result.struck.append((fault.kind.value, fault.step, victims))
+    run.wait(timeout=timeout)
+    info = run.info()
+    result.state, result.recoveries = info["state"], info["recoveries"]
+    model = run.model()
+    result.counted = isinstance(model, DrillModel)
+    if result.counted:
+        result.counts_off = int((model.counts.detach() != epochs).sum())
+    weights = _weights(model)
+    result.identical = all(torch.equal(a, b) for a, b in zip(weights, reference, strict=True))
+    result.distance = distance(weights, reference)
+    result.unseen = _unseen(client, result, since)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def distance(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    """max |a - b| over max |b|, over all the tensors together."""
+    scale = max(float(t.abs().max()) for t in b)
+    return max(float((x - y).abs().max()) for x, y in zip(a, b, strict=True)) / scale
+
+
+def _all_workers(client: Any, n: int) -> None:
+    poll_for(
+        lambda: len(client.scheduler_info(n_workers=-1)["workers"]) >= n,
+        timeout=90,
+        what=f"{n} workers",
+    )
+
+
+def _at_step(run: Any, step: int) -> dict[str, Any] | None:
+    """The run's info once it has committed ``step`` steps; None if it ended first."""
+
+    def reached() -> dict[str, Any] | None:
+        info: dict[str, Any] = run.info()
+        return info if info["step"] >= step or info["state"] in _ENDED else None
+
+    info = poll_for(reached, timeout=120, what=f"step {step} of {run.name}")
+    return None if info["state"] in _ENDED else info
+
+
+_ENDED = ("COMPLETED", "FAILED", "CANCELLED")
+
+
+def _strike(client: Any, run: Any, fault: Fault) -> tuple[str, ...] | None:
+    from ft_notebook.cluster.chaos import hang_worker, kill_worker
+
+    info = _at_step(run, fault.step)
+    if info is None:
+        return None
+    members = [str(m) for m in info["members"]]
+    rng = random.Random(f"{fault.kind.value}-{fault.step}")
+    chosen = fault.victim if fault.victim in members else None
+    if fault.kind is FaultKind.HANG:
+        victim = chosen or rng.choice(members)
+        hang_worker(client, victim)
+        return (victim,)
+    if fault.kind is FaultKind.KILL_RANK0:
+        kill_worker(client, members[0])
+        return (members[0],)
+    if fault.kind is FaultKind.DOUBLE_KILL and len(members) >= 3:
+        first, second = rng.sample(members, 2)
+        kill_worker(client, first)
+        kill_worker(client, second)
+        return (first, second)
+    victim = chosen or rng.choice(members)
+    generation = info["generation"]
+    kill_worker(client, victim)
+    if fault.kind is FaultKind.KILL_DURING_RECOVERY and len(members) >= 3:
+        poll_for(
+            lambda: (i := run.info())["generation"] > generation or i["state"] != "RUNNING",
+            timeout=30,
+            what="the first kill noticed",
+        )
+        second = rng.choice([m for m in run.info()["members"] if str(m) != victim] or [victim])
+        kill_worker(client, str(second))
+        return (victim, str(second))
+    if fault.kind is FaultKind.KILL_JOINER and _back(client, victim, run):
+        kill_worker(client, victim)
+        return (victim, victim)
+    return (victim,)
+
+
+def _back(client: Any, name: str, run: Any) -> bool:
+    """Wait until the killed ``name`` is a worker again (warming up to rejoin); False
+    if the run ended first."""
+    from ft_notebook.cluster._remote import scheduler_workers
+
+    def back_or_ended() -> str | None:
+        if any(w["name"] == name for w in client.run_on_scheduler(scheduler_workers)):
+            return "back"
+        return "ended" if run.info()["state"] in _ENDED else None
+
+    return poll_for(back_or_ended, timeout=60, what=f"worker {name} restarted") == "back"
+
+
+def _last_seq(client: Any) -> int:
+    from ft_notebook.events import cluster_topic, history
+
+    events = history(cluster_topic(), via=client)
+    return max((e.seq for e in events), default=0)
+
+
+def _unseen(client: Any, result: DrillResult, since: int) -> list[str]:
+    """Victims named neither in a recovery's cause nor in a worker-lost or
+    worker-hung event of the cluster since the drill began."""
+    from ft_notebook.events import cluster_topic, history
+
+    causes = " ".join(str(r.get("cause", "")) for r in result.recoveries)
+    lost = {
+        str(e.data.get("name"))
+        for e in history(cluster_topic(), since=since, via=client)
+        if e.kind in ("worker-lost", "worker-hung")
+    }
+    return [
+        victim
+        for _kind, _step, victims in result.struck
+        for victim in victims
+        if f"{victim}:" not in causes and victim not in lost
+    ]
