@@ -127,7 +127,8 @@ def drill_optimizer(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
 
 def drill_step(model: DrillModel, batch: Any, loss: Any) -> torch.Tensor:
     x, y, index = batch
-    return loss(model.mlp(x), y) - model.counts[index].mean()
+    out: torch.Tensor = loss(model.mlp(x), y) - model.counts[index].mean()
+    return out
 
 
 def drill_mlp() -> torch.nn.Module:
@@ -288,6 +289,7 @@ def _at_step(run: Any, step: int) -> dict[str, Any] | None:
         return info if info["step"] >= step or info["state"] in _ENDED else None
 
     info = poll_for(reached, timeout=120, what=f"step {step} of {run.name}")
+    assert info is not None  # poll_for returns only what is truthy
     return None if info["state"] in _ENDED else info
 
 
