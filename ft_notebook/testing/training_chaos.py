@@ -121,8 +121,10 @@ class DrillModel(torch.nn.Module):
 
 
 def drill_optimizer(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    counters = {"params": params[:1], "lr": 1.0, "betas": (0.0, 0.0), "eps": 1e-30}
-    return torch.optim.AdamW([{**counters, "weight_decay": 0.0}, {"params": params[1:]}], lr=1e-3)
+    counters: dict[str, Any] = {"params": params[:1], "lr": 1.0, "betas": (0.0, 0.0)}
+    counters.update(eps=1e-30, weight_decay=0.0)
+    weights: dict[str, Any] = {"params": params[1:]}
+    return torch.optim.AdamW([counters, weights], lr=1e-3)
 
 
 def drill_step(model: DrillModel, batch: Any, loss: Any) -> torch.Tensor:
