@@ -55,6 +55,7 @@ __all__ = [
     "RunState",
     "RunStateChanged",
     "SnapshotCommitted",
+    "StateRepaired",
     "StepSkipped",
     "WorkerHung",
     "WorkerJoined",
@@ -311,6 +312,18 @@ class RolledBack(EventPayload):
     from_step: int
     to_step: int
     skipped_steps: tuple[int, ...] = ()
+
+
+@event_kind("state-repaired")
+@dataclass(frozen=True)
+class StateRepaired(EventPayload):
+    """After a change of group some members held another training state than the one
+    a member had committed; they took that one (the run's self-check)."""
+
+    at_step: int
+    workers: tuple[str, ...]
+    source: str
+    when: str = ""
 
 
 @event_kind("snapshot-committed")

@@ -38,6 +38,7 @@ from ft_notebook.train._groups import (
 )
 from ft_notebook.train._protocol import REPORT_TOPIC, Plan, Report, plain
 from ft_notebook.train._rank_state import RankState
+from ft_notebook.train._verify import StateCheck
 
 logger = logging.getLogger("ft_notebook.train.rank")
 
@@ -137,6 +138,7 @@ class RankActor(RankState, threading.Thread):
         self._last_loss: Any = None
         self._window: tuple[float, int] | None = None
         self.evaluator: BackgroundEval | None = None  # rank 0's, once it evaluates
+        self.check = StateCheck()  # the state this rank can vouch for
 
     # -- plans
 
@@ -249,7 +251,10 @@ class RankActor(RankState, threading.Thread):
             try:
                 self.gen = self._establish(plan)
                 self._sync()
-                self.report("synced", world=self.gen.world, rank=self.gen.rank, how=plan.how)
+                self._verify(f"generation {plan.gen} formed")
+                self.report(
+                    "synced", world=self.gen.world, rank=self.gen.rank, how=plan.how, verified=True
+                )
                 if plan.prepare and 1 < self.gen.world <= self.spec.survivor_groups_max_world:
                     self.gen.prepare_survivors(
                         self._store(plan.store), self._timeout(), self._prepared_reporter()
@@ -344,6 +349,7 @@ class RankActor(RankState, threading.Thread):
             step = self.step
             if step in self.skip:
                 self.step += 1
+                self.check.committed(self.step, trainer)
                 continue
             self.set_phase("compute")
             buffer = trainer.local_gradients(step, gen.rank, gen.world, parts)
@@ -351,6 +357,7 @@ class RankActor(RankState, threading.Thread):
             self._allreduce(buffer, "SUM", f"the gradient reduction of step {step}")
             loss, ok = trainer.apply(trainer.reduce_rows(buffer))
             self.step = step + 1  # committed
+            self.check.committed(self.step, trainer)
             if first and gen.rank == 0:  # the coordinator times recoveries by this
                 self.report("resumed", synced_step=synced_step)
             first = False
@@ -406,6 +413,7 @@ class RankActor(RankState, threading.Thread):
     def _finish(self) -> None:
         gen = self.gen
         assert gen is not None
+        self._verify("the last step")  # never COMPLETED from a state nobody vouches for
         self.set_phase("done")
         if self.evaluator is not None:
             self.evaluator.join()  # bounded: a hung eval_fn does not keep the run open

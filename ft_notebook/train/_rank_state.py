@@ -3,8 +3,10 @@
 A mixin of :class:`~ft_notebook.train._rank.RankActor`. After any change of group
 the ranks agree on the newest committed step (MAX); the lowest rank that holds it
 sends its state (``torch.save`` bytes, loaded with ``weights_only=True``); if no
-member holds one, they read the newest durable checkpoint. Durable checkpoints go
-out asynchronously; too many non-finite steps in a row roll the run back to one.
+member holds one, they read the newest durable checkpoint. Then they check that
+they hold one state that one of them can vouch for (:mod:`._verify`). Durable
+checkpoints go out asynchronously; too many non-finite steps in a row roll the run
+back to one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ft_notebook.train._earlier import check_order
 from ft_notebook.train._groups import PeerFailed
+from ft_notebook.train._verify import StateCheck, Verdict
 
 if TYPE_CHECKING:
     from ft_notebook.train._groups import Generation, Waker
@@ -35,6 +38,8 @@ class RankState:
     trainer: Any
     durable: Any
     spec: Any
+    check: StateCheck
+    worker_name: str
 
     if TYPE_CHECKING:  # provided by the rank actor
 
@@ -93,6 +98,16 @@ class RankState:
         )
         self._allreduce(src, "MIN", "choosing the state's sender")
         sender = int(src[0])
+        self._send_state(sender)
+        self.step = max(newest, 0)
+        self.log(f"state of step {self.step} from rank {sender}")
+
+    def _send_state(self, sender: int) -> None:
+        """Every member takes rank ``sender``'s state (``torch.save`` bytes)."""
+        import torch
+
+        assert self.gen is not None
+        device = self.trainer.device
         payload = self._state_bytes() if self.gen.rank == sender else b""
         size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
         self._broadcast(size, sender, "sending the state's size")
@@ -102,8 +117,34 @@ class RankState:
         self._broadcast(data, sender, "sending the state")
         if self.gen.rank != sender:
             self._load_state_bytes(data.cpu().numpy().tobytes())
-        self.step = max(newest, 0)
-        self.log(f"state of step {self.step} from rank {sender}")
+            self.check.forget()  # a peer's state: vouched for only once the group checks it
+
+    def _verify(self, when: str) -> Verdict:
+        """The members hold one state that one of them can vouch for (see
+        :mod:`._verify`); a repair is reported, a failure raises StateUnverified."""
+        assert self.gen is not None
+        self.set_phase("verify")
+        verdict = self.check.check(
+            self.step,
+            self.gen.rank,
+            self.gen.world,
+            self.trainer,
+            self._allreduce,
+            self._broadcast,
+            self._send_state,
+            when,
+        )
+        if verdict.repaired and self.gen.rank == verdict.source:
+            names = [self.gen.members[r] for r in verdict.repaired]
+            self.log(f"after {when}: {names} held another state; they took this one's")
+            self.report(
+                "state-repaired",
+                workers=names,
+                source=self.worker_name,
+                at_step=self.step,
+                when=when,
+            )
+        return verdict
 
     def _state_bytes(self) -> bytes:
         import io
@@ -171,6 +212,7 @@ class RankState:
         )
         self.trainer.load_state(ckpt.state)
         self.step = ckpt.step
+        self.check.committed(self.step, self.trainer)  # the store verified its hashes
         self.skip = set(ckpt.metadata.get("skip", []))
         self.nonfinite_total = int(ckpt.metadata.get("nonfinite_total", 0))
         self.log(f"resumed from the checkpoint of step {ckpt.step}")
@@ -188,7 +230,9 @@ class RankState:
             self.trainer = Trainer(self.spec, self.trainer.device)
         self.skip = skip
         came_from, self.step = self.step, ckpt.step if ckpt is not None else 0
+        self.check.committed(self.step, self.trainer)  # verified by the store's hashes
         self._sync()  # ranks may have read different checkpoints: agree on the newest
+        self._verify("a rollback")
         self.log(f"{streak} non-finite steps in a row: rolled back to step {self.step}")
         if self.gen is not None and self.gen.rank == 0:
             self.report(

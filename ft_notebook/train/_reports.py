@@ -18,6 +18,7 @@ from ft_notebook.events import (
     RecoveryCompleted,
     RolledBack,
     RunState,
+    StateRepaired,
     StepSkipped,
 )
 from ft_notebook.train._protocol import REPORT_TOPIC, Plan, Report
@@ -109,6 +110,17 @@ class RunReports:
                     from_step=int(r.data["from_step"]),
                     to_step=int(r.data["to_step"]),
                     skipped_steps=tuple(int(s) for s in r.data.get("skipped", [])),
+                ),
+            )
+        elif kind == "state-repaired":
+            record.notes.append({"kind": kind, "time": r.time, **r.data})
+            self._publish(
+                record,
+                StateRepaired(
+                    at_step=int(r.data.get("at_step", r.step)),
+                    workers=tuple(str(w) for w in r.data.get("workers", [])),
+                    source=str(r.data.get("source", r.name)),
+                    when=str(r.data.get("when", "")),
                 ),
             )
         elif kind == "checkpoint-failed":

@@ -18,7 +18,14 @@ from ft_notebook.events import Event
 TILE_STATES = ("TRAINING", "JOINING", "RUNNING", "HUNG", "LOST", "DONE")
 #: Badge values: the run's health, or its recovery state when it is not training.
 BADGES = ("HEALTHY", "DEGRADED", "RECOVERING", "STALLED", "FALLBACK")
-_MARKER_KINDS = {"worker-lost", "worker-hung", "recovery-completed", "step-skipped", "rolled-back"}
+_MARKER_KINDS = {
+    "worker-lost",
+    "worker-hung",
+    "recovery-completed",
+    "step-skipped",
+    "rolled-back",
+    "state-repaired",
+}
 
 
 @dataclass
@@ -149,6 +156,9 @@ class DashboardState:
     def _on_rolled_back(self, e: Event, d: Any) -> None:
         pass  # a marker only
 
+    def _on_state_repaired(self, e: Event, d: Any) -> None:
+        pass  # a marker only
+
     def _on_snapshot_committed(self, e: Event, d: Any) -> None:
         self.snapshot = {
             "name": d.get("name"),
@@ -166,6 +176,7 @@ class DashboardState:
             "recovery-completed": f"recovered in {d.get('rto_s')} s",
             "step-skipped": "non-finite step skipped",
             "rolled-back": f"rolled back to {d.get('to_step')}",
+            "state-repaired": f"state of {', '.join(d.get('workers') or ())} repaired",
         }
         step = e.step if e.step is not None else self.step
         self.markers.append({"step": step, "kind": e.kind, "label": labels[e.kind], "time": e.time})

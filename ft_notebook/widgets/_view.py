@@ -22,6 +22,7 @@ _MARKER_COLOURS = {
     "recovery-completed": "#2e7d32",
     "step-skipped": "#6a1b9a",
     "rolled-back": "#6a1b9a",
+    "state-repaired": "#ad1457",
 }
 
 

@@ -22,6 +22,7 @@ from ft_notebook.train._protocol import Plan, Report
 from ft_notebook.train._record import Options, Record
 from ft_notebook.train._spec import FitSpec, dumps_spec
 from ft_notebook.train._trainer import Trainer
+from ft_notebook.train._verify import StateCheck, StateUnverified, fingerprint
 
 pytestmark = pytest.mark.unit
 
@@ -467,6 +468,7 @@ def test_a_rank_refuses_to_resume_from_a_checkpoint_of_other_data_settings(
         r.trainer = Trainer(r.spec, torch.device("cpu"))
         r.durable = DurableCheckpoints(str(tmp_path), 3, "r", 2)
         r.step, r.skip, r.nonfinite_total = 0, set(), 0
+        r.check = StateCheck()
         r.log = lambda message: None  # type: ignore[method-assign]
         return r
 
@@ -478,3 +480,114 @@ def test_a_rank_refuses_to_resume_from_a_checkpoint_of_other_data_settings(
     same = rank(32)
     same._resume()
     assert same.step == 4
+    assert same.check.vouches(4, same.trainer)  # read from a checkpoint the store verified
+
+
+# ---- the self-check: members hold one state that one of them vouches for
+
+
+def _trio_ranks() -> list[Any]:
+    """Three rank states on real gloo groups (threads of this process), each having
+    committed step 3 of the same training."""
+    from ft_notebook.train._groups import Generation
+    from ft_notebook.train._rank_state import RankState
+
+    store = dist.HashStore()
+    members = ("a", "b", "c")
+    groups: list[Any] = [None] * 3
+
+    def make(rank: int) -> None:
+        groups[rank] = dist.ProcessGroupGloo(store, rank, 3, datetime.timedelta(seconds=20))
+
+    _each(make, range(3))
+    ranks = []
+    for rank, name in enumerate(members):
+        r = RankState()
+        r.run_name, r.worker_name = "r", name
+        r.spec = _spec(regression_problem(size=64, batch=24))
+        r.trainer = Trainer(r.spec, torch.device("cpu"))
+        r.gen = Generation("p/", 1, members, name, groups[rank], "gloo")
+        r.waker, r.check = Waker(), StateCheck()
+        r.step, r.skip, r.nonfinite_total = 0, set(), 0
+        r.reports = []
+        r.log = lambda message: None  # type: ignore[method-assign]
+        r.set_phase = lambda phase: None  # type: ignore[method-assign]
+        r.report = lambda kind, _r=r, **data: _r.reports.append((kind, data))  # type: ignore[method-assign]
+        for step in range(3):  # the same three steps on every rank, as a group trains
+            r.trainer.apply(r.trainer.reduce_rows(r.trainer.local_gradients(step, 0, 1)))
+        r.step = 3
+        r.check.committed(3, r.trainer)
+        ranks.append(r)
+    return ranks
+
+
+def _each(fn: Any, items: Any) -> list[Any]:
+    """``fn(item)`` for each item in a thread of its own (ranks meet in collectives);
+    returns what each returned or raised."""
+    items = list(items)
+    out: list[Any] = [None] * len(items)
+
+    def target(i: int) -> None:
+        try:
+            out[i] = fn(items[i])
+        except BaseException as e:
+            out[i] = e
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(len(items))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return out
+
+
+def _params(r: Any) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in r.trainer.model.parameters()]
+
+
+def test_members_that_hold_the_state_they_committed_pass_the_check() -> None:
+    ranks = _trio_ranks()
+    verdicts = _each(lambda r: r._verify("a test"), ranks)
+    assert [(v.repaired, v.source) for v in verdicts] == [((), None)] * 3
+    assert all(r.reports == [] for r in ranks)
+
+
+def test_a_member_holding_another_state_takes_a_vouched_one_and_says_so() -> None:
+    ranks = _trio_ranks()
+    with torch.no_grad():  # rank 0's weights changed after it committed step 3
+        next(ranks[0].trainer.model.parameters()).add_(1e-3)
+    assert not ranks[0].check.vouches(3, ranks[0].trainer)
+    verdicts = _each(lambda r: r._verify("a test"), ranks)
+    assert {(v.repaired, v.source) for v in verdicts} == {((0,), 1)}
+    for a, b in zip(_params(ranks[0]), _params(ranks[1]), strict=True):
+        assert torch.equal(a, b)
+    assert ranks[1].reports == [
+        ("state-repaired", {"workers": ["a"], "source": "b", "at_step": 3, "when": "a test"})
+    ]
+    assert torch.equal(fingerprint(ranks[0].trainer), fingerprint(ranks[2].trainer))
+
+
+def test_states_nobody_can_vouch_for_fail_the_check_on_every_member() -> None:
+    ranks = _trio_ranks()
+    for r in ranks:
+        r.check.forget()  # e.g. every member took its state from a peer that has gone
+    with torch.no_grad():
+        next(ranks[2].trainer.model.parameters()).mul_(1.5)
+    errors = _each(lambda r: r._verify("a test"), ranks)
+    assert all(isinstance(e, StateUnverified) for e in errors), errors
+    assert "differ" in str(errors[0])
+    assert "none of them holds a state it committed itself" in str(errors[0])
+    assert "resume=True" in str(errors[0])
+
+
+def test_the_per_step_fingerprint_sees_a_state_changed_after_its_commit() -> None:
+    spec = _spec(regression_problem(size=64, batch=24))
+    trainer = Trainer(spec, torch.device("cpu"))
+    trainer.apply(trainer.reduce_rows(trainer.local_gradients(0, 0, 1)))
+    check = StateCheck()
+    check.committed(1, trainer)
+    assert check.vouches(1, trainer)
+    assert not check.vouches(2, trainer)  # another step than the one it committed
+    state = trainer.optimizer.state[trainer.params[0]]
+    state["exp_avg"].view(-1)[0] += 1.0  # the sampled elements include the first one
+    assert not check.vouches(1, trainer)
