@@ -201,12 +201,20 @@ class DrillResult:
     #: Victims named neither in a recovery nor in a worker-lost event.
     unseen: list[str] = field(default_factory=list)
     recoveries: list[dict[str, Any]] = field(default_factory=list)
+    #: States repaired by the self-check (members that held another state).
+    repairs: int = 0
     seconds: float = 0.0
+
+    @property
+    def verified(self) -> bool:
+        """Every recovery went on from a state its members checked and vouched for."""
+        return all(r.get("verified") for r in self.recoveries)
 
     @property
     def ok(self) -> bool:
         close = self.identical if self.plan.deterministic else self.distance <= TOLERANCE
-        return self.state == "COMPLETED" and self.counts_off == 0 and close and not self.unseen
+        counted = self.counts_off == 0
+        return self.state == "COMPLETED" and counted and close and not self.unseen and self.verified
 
     def describe(self) -> str:
         faults = ", ".join(f"{k}@{s} on {'+'.join(v)}" for k, s, v in self.struck) or "none"
@@ -214,6 +222,7 @@ class DrillResult:
             f"{self.plan.describe()} -> {self.state}; struck: {faults}; "
             f"counts off: {self.counts_off}; distance {self.distance:.3g}"
             f"{' (identical)' if self.identical else ''}; unseen: {self.unseen}; "
+            f"verified: {self.verified}; repairs: {self.repairs}; "
             f"recoveries: {[(r.get('how'), r.get('cause')) for r in self.recoveries]}"
         )
 
@@ -257,6 +266,7 @@ def run_drill(
     run.wait(timeout=timeout)
     info = run.info()
     result.state, result.recoveries = info["state"], info["recoveries"]
+    result.repairs = sum(1 for note in info["notes"] if note.get("kind") == "state-repaired")
     model = run.model()
     result.counted = isinstance(model, DrillModel)
     if result.counted:

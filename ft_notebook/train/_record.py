@@ -40,6 +40,8 @@ class Record:
     actors: dict[str, str] = field(default_factory=dict)  # worker name -> address
     ready: set[str] = field(default_factory=set)
     synced: dict[int, set[str]] = field(default_factory=dict)
+    #: Generations whose members checked that they hold one vouched-for state.
+    verified: set[int] = field(default_factory=set)
     prepared: dict[int, set[str]] = field(default_factory=dict)
     step: int = 0
     highest_step: int = 0

@@ -81,6 +81,8 @@ class RunReports:
                 self._admit(record)
         elif kind == "synced":
             record.synced.setdefault(r.gen, set()).add(r.name)
+            if r.data.get("verified"):
+                record.verified.add(r.gen)
             record.step = max(record.step, r.step)
             if plan is not None and r.gen == plan.gen and record.synced[r.gen] >= set(plan.members):
                 record.last_advance = time.time()
@@ -228,6 +230,8 @@ class RunReports:
             "how": plan.how,
             "generation": plan.gen,
             "step": r.step,
+            # the members checked that they went on from one state a member vouched for
+            "verified": plan.gen in record.verified,
         }
         record.recoveries.append(recovery)
         record.step = max(record.step, r.step)

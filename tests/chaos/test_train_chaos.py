@@ -100,6 +100,7 @@ def test_a_killed_worker_is_survived_on_the_fast_path(
     assert first["workers_after"] == 2
     assert first["steps_lost"] == 0
     assert first["rto_s"] < 1.0, first
+    assert first["verified"] is True  # the survivors checked the state they went on from
 
 
 def test_a_hung_worker_is_evicted_and_survived(
