@@ -37,11 +37,13 @@ from ft_notebook.testing._poll import poll_for
 from ft_notebook.testing.training import PacedDataset
 
 __all__ = [
+    "TOLERANCE",
     "DrillModel",
     "DrillResult",
     "Fault",
     "FaultKind",
     "FaultPlan",
+    "distance",
     "draw_faults",
     "drill_problem",
     "final_weights",
