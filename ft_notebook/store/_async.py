@@ -57,6 +57,17 @@ class SaveHandle:
         self._finished = threading.Event()
         self._info: CheckpointInfo | None = None
         self._error: BaseException | None = None
+        self._callbacks: list[Callable[[SaveHandle], object]] = []
+        self._callbacks_lock = threading.Lock()
+
+    def add_done_callback(self, fn: Callable[[SaveHandle], object]) -> None:
+        """Call ``fn(handle)`` once the save is done (on the writer's thread), or now if
+        it is done already. An error in ``fn`` is logged, never raised."""
+        with self._callbacks_lock:
+            if not self._finished.is_set():
+                self._callbacks.append(fn)
+                return
+        _call(fn, self)
 
     @property
     def state(self) -> SaveState:
@@ -101,7 +112,18 @@ class SaveHandle:
         self, state: SaveState, info: CheckpointInfo | None, error: BaseException | None
     ) -> None:
         self._state, self._info, self._error = state, info, error
-        self._finished.set()
+        with self._callbacks_lock:
+            self._finished.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            _call(fn, self)
+
+
+def _call(fn: Callable[[SaveHandle], object], handle: SaveHandle) -> None:
+    try:
+        fn(handle)
+    except Exception:
+        logger.exception("a callback of %r failed", handle)
 
 
 Job = Callable[[], CheckpointInfo]

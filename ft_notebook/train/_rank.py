@@ -230,7 +230,11 @@ class RankActor(RankState, threading.Thread):
         self.trainer = Trainer(self.spec, device)
         spec = self.spec
         self.durable = DurableCheckpoints(
-            spec.store_url, spec.store_keep, self.run_name, spec.checkpoint_every
+            spec.store_url,
+            spec.store_keep,
+            self.run_name,
+            spec.checkpoint_every,
+            on_commit=lambda step: self.report("checkpoint", checkpoint_step=step),
         )
         if self.first and self.spec.resume:
             self._resume()

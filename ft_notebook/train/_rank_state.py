@@ -186,14 +186,13 @@ class RankState:
 
     def _checkpoint(self) -> None:
         """An asynchronous durable checkpoint; a failing store only delays the next."""
-        committed, error = self.durable.save(self.step, self.trainer.state, self._metadata())
+        # a commit is reported as it happens (DurableCheckpoints.on_commit), not here
+        _, error = self.durable.save(self.step, self.trainer.state, self._metadata())
         if self.durable.last_stall_s > _STALL_WORTH_LOGGING_S:  # e.g. pinned buffers allocated
             self.log(
                 f"checkpoint at step {self.step}: training paused "
                 f"{self.durable.last_stall_s:.3f} s to copy the state"
             )
-        if committed is not None:
-            self.report("checkpoint", checkpoint_step=committed)
         if error is not None:
             retry = self.durable.retry_at
             self.log(f"checkpoint at step {self.step} failed ({error}); next try at step {retry}")

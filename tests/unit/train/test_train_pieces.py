@@ -212,6 +212,17 @@ def test_a_durable_save_tells_how_long_it_held_up_training(tmp_path: Any) -> Non
     durable.close()
 
 
+def test_a_commit_is_told_when_it_happens_not_at_the_next_save(tmp_path: Any) -> None:
+    from ft_notebook.train._durable import DurableCheckpoints
+
+    told: list[int] = []
+    durable = DurableCheckpoints(str(tmp_path), keep=2, run="r", every=10, on_commit=told.append)
+    durable.save(10, lambda: {"w": torch.randn(1 << 16)}, {})
+    poll_for(lambda: told == [10], timeout=30, what="the commit of step 10")
+    assert durable.store().latest("r").step == 10  # told only once it is there
+    durable.close()
+
+
 def test_a_save_due_while_the_last_is_still_written_waits_for_the_next_turn(
     tmp_path: Any,
 ) -> None:
