@@ -367,6 +367,13 @@ class ControlPlane(SchedulerPlugin):
                 self._store = await asyncio.to_thread(open_store, host)
         return self._store.host, self._store.port
 
+    async def forget_rendezvous(self, prefix: str) -> int:
+        """Delete the rendezvous keys under ``prefix``: the store would otherwise keep
+        every retired group's keys for as long as the cluster lives."""
+        if self._store is None:
+            return 0
+        return await asyncio.to_thread(self._store.forget, prefix)
+
     # ---- status
 
     def rows(self) -> list[dict[str, Any]]:

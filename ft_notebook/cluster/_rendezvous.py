@@ -22,6 +22,14 @@ class Rendezvous:
     store: Any
     sock: socket.socket = field(repr=False)
 
+    def forget(self, prefix: str) -> int:
+        """Delete every key under ``prefix`` (a group that will never meet again);
+        returns how many. Blocks on the store: not on the event loop."""
+        gone = [k for k in self.store.list_keys() if k.startswith(prefix)]
+        for key in gone:
+            self.store.delete_key(key)
+        return len(gone)
+
 
 def open_store(host: str) -> Rendezvous:
     import torch.distributed as dist

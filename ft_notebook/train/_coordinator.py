@@ -35,7 +35,7 @@ from ft_notebook.events import (
     run_topic,
 )
 from ft_notebook.train import _rank
-from ft_notebook.train._protocol import Plan
+from ft_notebook.train._protocol import Plan, generation_prefix
 from ft_notebook.train._record import Options, Record, name_key
 from ft_notebook.train._reports import RunReports
 from ft_notebook.train._watch import RunWatch
@@ -183,11 +183,25 @@ class RunCoordinator(RunReports, RunWatch, SchedulerPlugin):
             parts=record.parts,
         )
         record.plan = plan
+        self._forget_retired(record, plan)
         if not stop:
             record.world = len(plan.members)
         for name, address in list(record.actors.items()):
             self._spawn(self._deliver(record, name, address, plan))
         return plan
+
+    def _forget_retired(self, record: Record, plan: Plan) -> None:
+        """Delete the rendezvous keys of groups that can never be used again: those of
+        generation gen-2 and older (gen-1's survivor groups may still be switched to,
+        and an NCCL group reads its keys at its first collective), or all of them
+        once the run stops."""
+        if plan.stop:
+            prefix = generation_prefix(record.name, record.incarnation)
+        elif plan.gen > 2:
+            prefix = generation_prefix(record.name, record.incarnation, plan.gen - 2)
+        else:
+            return
+        self._spawn(self.control.forget_rendezvous(prefix))
 
     async def _deliver(self, record: Record, name: str, address: str, plan: Plan) -> None:
         try:

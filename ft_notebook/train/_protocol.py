@@ -46,7 +46,7 @@ class Plan:
     @property
     def prefix(self) -> str:
         """The rendezvous store prefix of this generation's groups."""
-        return f"ft/{self.run}/{self.incarnation}/g{self.gen}/"
+        return generation_prefix(self.run, self.incarnation, self.gen)
 
     def to_wire(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +86,13 @@ class Report:
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Report:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def generation_prefix(run: str, incarnation: str, gen: int | None = None) -> str:
+    """Where generation ``gen`` of a run meets in the rendezvous store (its survivor
+    groups meet under it too); without ``gen``: every generation of the run."""
+    base = f"ft/{run}/{incarnation}/"
+    return base if gen is None else f"{base}g{gen}/"
 
 
 def plain(x: Any) -> Any:

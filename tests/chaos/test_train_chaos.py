@@ -189,6 +189,19 @@ def test_a_restarted_worker_rejoins(client: Client, tmp_path: Any, unique_name: 
     counts = run.model().counts.detach()
     assert bool((counts == 20).all()), counts
     assert run.info()["health"] == "HEALTHY"
+    # the rendezvous store keeps no key of the run's retired groups
+    poll_for(
+        lambda: not [k for k in client.run_on_scheduler(_store_keys) if f"/{unique_name}/" in k],
+        timeout=10,
+        what="the run's rendezvous keys deleted",
+    )
+
+
+def _store_keys(dask_scheduler: Any) -> list[str]:
+    from ft_notebook.cluster.plugins import control_plane
+
+    rendezvous = control_plane(dask_scheduler)._store
+    return [] if rendezvous is None else list(rendezvous.store.list_keys())
 
 
 STARTER = textwrap.dedent(
