@@ -253,13 +253,16 @@ def _scheduler_file_address(path: Path) -> str:
 
 
 def install_plugins(client: Client) -> None:
-    """Install the control plane and health plugins (a no-op where they are)."""
+    """Install the control plane, health and restart-preload plugins (a no-op where
+    they are)."""
     from ft_notebook.cluster._control import ControlPlane
     from ft_notebook.cluster._health import HealthPlugin
+    from ft_notebook.cluster._restarts import PreloadOnRestart
 
     try:
         client.register_plugin(ControlPlane())
         client.register_plugin(HealthPlugin())
+        client.register_plugin(PreloadOnRestart())
     except Exception as e:
         raise ClusterError(
             f"Could not install ft_notebook's plugins on the cluster at "

@@ -199,3 +199,33 @@ def test_a_registered_cluster_that_does_not_answer_is_unreachable_then_stoppable
     finally:
         impostor.kill()
         impostor.wait()
+
+
+def _has_torch() -> bool:
+    return "torch" in sys.modules
+
+
+def test_a_worker_its_nanny_restarts_on_a_plain_cluster_imports_torch_first() -> None:
+    """On a cluster ft_notebook did not start, a restarted worker imports torch before
+    it registers, so a run can admit it at once (and its heartbeats never stall)."""
+    from distributed import Client, LocalCluster
+
+    from ft_notebook.cluster import attach
+    from ft_notebook.cluster.chaos import kill_worker
+
+    with (
+        dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"}),
+        LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as lc,
+        Client(lc, set_as_default=False) as client,
+    ):
+        attach(client)
+        before = client.run(_has_torch)
+        assert list(before.values()) == [False]  # a plain worker has no torch yet
+        kill_worker(client, "0")
+        poll_for(
+            lambda: set(client.scheduler_info(n_workers=-1)["workers"]) - set(before),
+            timeout=60,
+            what="the restarted worker",
+        )
+        after = client.run(_has_torch)
+        assert list(after.values()) == [True], after
