@@ -1,10 +1,11 @@
-"""Shared bits of the benchmarks: interleaved repetitions and Markdown rows."""
+"""Shared bits of the benchmarks: interleaved repetitions, polling, Markdown rows."""
 
 from __future__ import annotations
 
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -28,3 +29,15 @@ def row(*cells: object) -> str:
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
+
+
+def poll(condition: Callable[[], Any], deadline_s: float, what: str, every_s: float = 0.02) -> Any:
+    """Call ``condition`` until it returns something truthy; TimeoutError past the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {deadline_s:g} s")
+        time.sleep(every_s)

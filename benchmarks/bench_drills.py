@@ -39,24 +39,18 @@ def log(message: str) -> None:
 
 
 def references(client: Any, work: Path, counters: bool) -> dict[bool, Any]:
-    from ft_notebook.testing.training_chaos import drill_problem, final_weights
-    from ft_notebook.train import fit
+    from ft_notebook.testing.training_chaos import reference_weights
 
-    out = {}
-    for deterministic in (False, True) if counters else (False,):
-        run = fit(
-            epochs=2,
-            cluster=client,
-            name=f"reference-{int(deterministic)}-{int(counters)}-{time.time_ns()}",
+    return {
+        d: reference_weights(
+            client,
+            name=f"reference-{int(d)}-{int(counters)}-{time.time_ns()}",
             store=str(work / "references"),
-            checkpoint_every=16,
-            deterministic=deterministic,
-            wait=True,
-            timeout=600,
-            **drill_problem(counters=counters),
+            deterministic=d,
+            counters=counters,
         )
-        out[deterministic] = final_weights(run)
-    return out
+        for d in ((False, True) if counters else (False,))
+    }
 
 
 def drills(client: Any, work: Path, seeds: list[int], counters: bool, tag: str) -> list[Any]:

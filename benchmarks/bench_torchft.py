@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import row
+from _common import poll, row
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -69,17 +69,6 @@ def torchft_python() -> Path:
     if done.returncode != 0:
         subprocess.run([str(python), "-m", "pip", "install", "-q", TORCHFT], check=True)
     return python
-
-
-def poll(condition: Any, deadline_s: float, what: str) -> Any:
-    deadline = time.monotonic() + deadline_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {deadline_s:g} s")
-        time.sleep(0.005)
 
 
 def records(path: Path) -> list[dict[str, Any]]:

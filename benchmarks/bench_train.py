@@ -48,7 +48,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import row
+from _common import poll, row
 
 HERE = Path(__file__).parent
 REFERENCE = HERE / "_ddp_reference.py"
@@ -56,18 +56,6 @@ REFERENCE = HERE / "_ddp_reference.py"
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def poll(condition: Any, deadline_s: float, what: str, every_s: float = 0.02) -> Any:
-    """Call ``condition`` until it returns something truthy; TimeoutError past the deadline."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {deadline_s:g} s")
-        time.sleep(every_s)
 
 
 def start_cluster(n: int, heartbeat: str = "200ms") -> tuple[contextlib.ExitStack, Any]:

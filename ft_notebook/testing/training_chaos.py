@@ -47,6 +47,7 @@ __all__ = [
     "draw_faults",
     "drill_problem",
     "final_weights",
+    "reference_weights",
     "run_drill",
 ]
 
@@ -173,6 +174,33 @@ def drill_problem(
         "train_step": drill_step,
         "batch_size": batch,
     }
+
+
+def reference_weights(
+    client: Any,
+    *,
+    name: str,
+    store: str,
+    deterministic: bool = False,
+    epochs: int = 2,
+    **problem: Any,
+) -> list[torch.Tensor]:
+    """The final weights of an undisturbed run of the drill problem: what a drill with
+    the same ``deterministic`` and problem must end on."""
+    from ft_notebook.train import fit
+
+    run = fit(
+        epochs=epochs,
+        cluster=client,
+        name=name,
+        store=store,
+        checkpoint_every=16,
+        deterministic=deterministic,
+        wait=True,
+        timeout=600,
+        **drill_problem(**problem),
+    )
+    return final_weights(run)
 
 
 def final_weights(run: Any) -> list[torch.Tensor]:

@@ -22,6 +22,7 @@ from ft_notebook.testing.training_chaos import (
     draw_faults,
     drill_problem,
     final_weights,
+    reference_weights,
     run_drill,
 )
 from ft_notebook.train import epoch_order, fit
@@ -46,22 +47,11 @@ def references(
     trio: Client, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[bool, list[torch.Tensor]]:
     """The undisturbed run's final weights, by ``deterministic``."""
-    store = tmp_path_factory.mktemp("references")
-    out = {}
-    for deterministic in (False, True):
-        run = fit(
-            epochs=2,
-            cluster=trio,
-            name=f"reference-{int(deterministic)}",
-            store=str(store),
-            checkpoint_every=16,
-            deterministic=deterministic,
-            wait=True,
-            timeout=300,
-            **drill_problem(),
-        )
-        out[deterministic] = final_weights(run)
-    return out
+    store = str(tmp_path_factory.mktemp("references"))
+    return {
+        d: reference_weights(trio, name=f"reference-{int(d)}", store=store, deterministic=d)
+        for d in (False, True)
+    }
 
 
 def test_the_drills_cover_every_kind_of_fault_and_both_modes() -> None:
