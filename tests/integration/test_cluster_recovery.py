@@ -208,6 +208,18 @@ def _has_torch() -> bool:
 def test_a_worker_its_nanny_restarts_on_a_plain_cluster_imports_torch_first() -> None:
     """On a cluster ft_notebook did not start, a restarted worker imports torch before
     it registers, so a run can admit it at once (and its heartbeats never stall)."""
+    # a LocalCluster's nannies live in this process and set Dask's pre-spawn
+    # environment (MALLOC_TRIM_THRESHOLD_=65536) in os.environ for good: every cluster
+    # started later in the session would inherit it
+    saved = dict(os.environ)
+    try:
+        _restart_a_plain_worker()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _restart_a_plain_worker() -> None:
     from distributed import Client, LocalCluster
 
     from ft_notebook.cluster import attach
