@@ -292,7 +292,8 @@ def run_drill(
         victims = _strike(client, run, fault)
         if victims is None:
             break  # the run ended first
-        result.struck.append((fault.kind.value, fault.step, victims))
+        if victims:
+            result.struck.append((fault.kind.value, fault.step, victims))
     run.wait(timeout=timeout)
     info = run.info()
     result.state, result.recoveries = info["state"], info["recoveries"]
@@ -339,51 +340,71 @@ _ENDED = ("COMPLETED", "FAILED", "CANCELLED")
 
 
 def _strike(client: Any, run: Any, fault: Fault) -> tuple[str, ...] | None:
-    from ft_notebook.cluster.chaos import hang_worker, kill_worker
-
+    """Carry out ``fault`` once the run reaches its step; the workers it struck
+    (empty if none of the run's members was alive to strike), None if the run ended
+    first. Members listed by the run but already gone are not struck."""
     info = _at_step(run, fault.step)
     if info is None:
         return None
-    members = [str(m) for m in info["members"]]
+    alive = _workers(client)
+    members = [str(m) for m in info["members"] if str(m) in alive]
+    if not members:
+        return ()
     rng = random.Random(f"{fault.kind.value}-{fault.step}")
     chosen = fault.victim if fault.victim in members else None
     if fault.kind is FaultKind.HANG:
-        victim = chosen or rng.choice(members)
-        hang_worker(client, victim)
-        return (victim,)
+        return _signal(client, "hang", [chosen or rng.choice(members)])
     if fault.kind is FaultKind.KILL_RANK0:
-        kill_worker(client, members[0])
-        return (members[0],)
+        return _signal(client, "kill", members[:1])
     if fault.kind is FaultKind.DOUBLE_KILL and len(members) >= 3:
-        first, second = rng.sample(members, 2)
-        kill_worker(client, first)
-        kill_worker(client, second)
-        return (first, second)
+        return _signal(client, "kill", rng.sample(members, 2))
     victim = chosen or rng.choice(members)
     generation = info["generation"]
-    kill_worker(client, victim)
-    if fault.kind is FaultKind.KILL_DURING_RECOVERY and len(members) >= 3:
+    struck = _signal(client, "kill", [victim])
+    if fault.kind is FaultKind.KILL_DURING_RECOVERY and len(members) >= 3 and struck:
         poll_for(
             lambda: (i := run.info())["generation"] > generation or i["state"] != "RUNNING",
             timeout=30,
             what="the first kill noticed",
         )
-        second = rng.choice([m for m in run.info()["members"] if str(m) != victim] or [victim])
-        kill_worker(client, str(second))
-        return (victim, str(second))
-    if fault.kind is FaultKind.KILL_JOINER and _back(client, victim, run):
-        kill_worker(client, victim)
-        return (victim, victim)
-    return (victim,)
+        alive = _workers(client)
+        others = [str(m) for m in run.info()["members"] if str(m) != victim and str(m) in alive]
+        return struck + (_signal(client, "kill", [rng.choice(others)]) if others else ())
+    if fault.kind is FaultKind.KILL_JOINER and struck and _back(client, victim, alive[victim], run):
+        return struck + _signal(client, "kill", [victim])
+    return struck
 
 
-def _back(client: Any, name: str, run: Any) -> bool:
-    """Wait until the killed ``name`` is a worker again (warming up to rejoin); False
-    if the run ended first."""
+def _workers(client: Any) -> dict[str, str]:
+    """The cluster's workers now: name -> address."""
     from ft_notebook.cluster._remote import scheduler_workers
 
+    return {str(w["name"]): w["address"] for w in client.run_on_scheduler(scheduler_workers)}
+
+
+def _signal(client: Any, how: str, names: list[str]) -> tuple[str, ...]:
+    """Kill or hang each named worker; those that were gone already are left out."""
+    from ft_notebook.cluster.chaos import hang_worker, kill_worker
+    from ft_notebook.exceptions import ClusterError
+
+    act = hang_worker if how == "hang" else kill_worker
+    struck = []
+    for name in names:
+        try:
+            act(client, name)
+        except ClusterError:  # gone between the listing and the signal
+            continue
+        struck.append(name)
+    return tuple(struck)
+
+
+def _back(client: Any, name: str, address: str, run: Any) -> bool:
+    """Wait until the killed ``name`` is a worker again, at a new address (warming up
+    to rejoin); False if the run ended first."""
+
     def back_or_ended() -> str | None:
-        if any(w["name"] == name for w in client.run_on_scheduler(scheduler_workers)):
+        now = _workers(client).get(name)
+        if now is not None and now != address:
             return "back"
         return "ended" if run.info()["state"] in _ENDED else None
 

@@ -42,12 +42,21 @@ def trio() -> Iterator[Client]:
         yield client
 
 
+def all_three(client: Client) -> None:
+    poll_for(
+        lambda: len(client.scheduler_info(n_workers=-1)["workers"]) == 3,
+        timeout=90,
+        what="3 workers",
+    )
+
+
 @pytest.fixture(scope="module")
 def references(
     trio: Client, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[bool, list[torch.Tensor]]:
     """The undisturbed run's final weights, by ``deterministic``."""
     store = str(tmp_path_factory.mktemp("references"))
+    all_three(trio)
     return {
         d: reference_weights(trio, name=f"reference-{int(d)}", store=store, deterministic=d)
         for d in (False, True)
@@ -85,6 +94,7 @@ def test_the_two_kills_that_showed_the_divergence_end_on_the_reference(
 
     The faults are placed by steps, not time: a sample of each of those steps takes
     0.5 s to fetch the first time, on a rank that stays, and the kill lands then."""
+    all_three(trio)  # a test before may have killed some: the parts are the first world
     reference = fit(
         epochs=2,
         cluster=trio,
