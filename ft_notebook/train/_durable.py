@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ft_notebook.exceptions import CheckpointExists, CheckpointNotFound
+from ft_notebook.store import SaveState
 
 #: Due saves in a row deferred behind one still being written before it counts as lagging.
 _DEFERRALS_BEFORE_LAGGING = 3
@@ -111,7 +112,7 @@ class DurableCheckpoints:
     def _committed(self, handle: Any) -> None:
         error = handle.exception()
         # a step a lost rank 0 had already checkpointed is as good as committed
-        if handle.state.value == "COMMITTED" or isinstance(error, CheckpointExists):
+        if handle.state is SaveState.COMMITTED or isinstance(error, CheckpointExists):
             assert self.on_commit is not None
             self.on_commit(handle.step)
 

@@ -172,7 +172,8 @@ class RankActor(RankState, threading.Thread):
         logger.info(line)
 
     def report(self, kind: str, **data: Any) -> None:
-        gen = self.gen.gen if self.gen is not None else 0
+        current = self.gen  # read once: a checkpoint's commit reports from the writer thread
+        gen = current.gen if current is not None else 0
         data = {**data, "incarnation": self.incarnation}
         msg = Report(self.run_name, self.worker_name, kind, gen, self.step, time.time(), data)
         try:

@@ -10,8 +10,8 @@ somewhere else than one that did not: float32 sums taken in another order differ
 about 1e-7, and training amplifies that (a ReLU whose input sits near zero flips for
 one sample, Adam scales a tiny difference up to a full step). Measured on an MLP with
 AdamW, fault-free runs on 3, 2 and 1 workers ended 7-14% apart. So the batch is cut
-into a fixed number of *parts* (the run's first world size, whatever the world size
-now), each part's gradient is computed by one backward pass of its own, exactly as
+into a fixed number of *parts* (the run's largest world size so far, whatever the
+world size now), each part's gradient is computed by one backward pass of its own, exactly as
 in a run without failures, and the parts are summed in float64: a sum of a few
 float32 values in float64 is exact, or off by far less than float32 resolves, in any
 order. A survivor that takes over a lost rank's part computes it in a backward pass
@@ -105,8 +105,8 @@ class Trainer:
     def local_gradients(self, step: int, rank: int, world: int, parts: int = 0) -> Any:
         """This rank's weighted gradient buffer of ``step`` (see the module doc).
 
-        ``parts``: how many parts the batch is cut into (the run's first world size;
-        0 or fewer than ``world``: the world size). This rank computes its share of
+        ``parts``: how many parts the batch is cut into (the run's largest world size
+        so far; 0 or fewer than ``world``: the world size). This rank computes its share of
         them, one backward pass each."""
         import torch
 
@@ -130,28 +130,23 @@ class Trainer:
         parts = max(parts, world)
         bounds = split(n, parts)
         first, stop = split(parts, world)[rank]
-        total = self._sum_buffer()
+        if self._total is None:  # the float64 buffer the parts are summed in, all-reduced
+            self._total = torch.empty(self.numel + 1, dtype=torch.float64, device=self.device)
+        total, written = self._total, False
         for part in range(first, stop):
             lo, hi = bounds[part]
             if hi <= lo:
                 continue
             flat = self._flat_gradients()
             self._backward(indices[lo:hi], (hi - lo) / n, step, part, flat)
-            if part == first:
-                total.copy_(flat)  # float32 -> float64, exactly
-            else:
+            if written:
                 total += flat
+            else:
+                total.copy_(flat)  # float32 -> float64, exactly; no zeroing pass first
+                written = True
+        if not written:  # every part of this rank was empty (a short last batch)
+            total.zero_()
         return total
-
-    def _sum_buffer(self) -> Any:
-        """The zeroed float64 buffer this rank's parts are summed into (and all-reduced)."""
-        import torch
-
-        if self._total is None:
-            self._total = torch.zeros(self.numel + 1, dtype=torch.float64, device=self.device)
-        else:
-            self._total.zero_()
-        return self._total
 
     def _flat_gradients(self) -> Any:
         """The zeroed flat buffer, with every parameter's ``.grad`` a view into it.

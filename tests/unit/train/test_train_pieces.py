@@ -22,7 +22,7 @@ from ft_notebook.train._protocol import Plan, Report
 from ft_notebook.train._record import Options, Record
 from ft_notebook.train._spec import FitSpec, dumps_spec
 from ft_notebook.train._trainer import Trainer
-from ft_notebook.train._verify import StateCheck, StateUnverified, fingerprint
+from ft_notebook.train._verify import SLOTS, StateCheck, StateUnverified, fingerprint
 
 pytestmark = pytest.mark.unit
 
@@ -602,3 +602,14 @@ def test_the_per_step_fingerprint_sees_a_state_changed_after_its_commit() -> Non
     state = trainer.optimizer.state[trainer.params[0]]
     state["exp_avg"].view(-1)[0] += 1.0  # the sampled elements include the first one
     assert not check.vouches(1, trainer)
+
+
+def test_the_full_fingerprint_has_one_length_whatever_the_state_holds() -> None:
+    # members whose optimizers hold different tensors still all-reduce vectors of one
+    # length (a collective of mismatched sizes would fail or hang), and differ
+    spec = _spec(regression_problem(size=64, batch=24))
+    fresh, stepped = Trainer(spec, torch.device("cpu")), Trainer(spec, torch.device("cpu"))
+    stepped.apply(stepped.reduce_rows(stepped.local_gradients(0, 0, 1)))  # Adam has state now
+    a, b = fingerprint(fresh), fingerprint(stepped)
+    assert a.shape == b.shape == (SLOTS + 1,)
+    assert not torch.equal(a, b)
