@@ -68,11 +68,14 @@ def fingerprint(trainer: Any) -> Any:
     slots by its position (a vector of the same length for every state)."""
     import torch
 
+    device = trainer.device
     tensors = _tensors(trainer)
-    out = torch.zeros(SLOTS + 1, dtype=torch.float64, device=trainer.device)
+    out = torch.zeros(SLOTS + 1, dtype=torch.float64, device=device)
     out[0] = len(tensors)
-    for j, t in enumerate(tensors):
-        out[1 + j % SLOTS] += t.sum(dtype=torch.float64).to(out.device) * (1 + j // SLOTS)
+    if tensors:
+        sums = torch.stack([t.reshape(-1).sum(dtype=torch.float64).to(device) for t in tensors])
+        at = torch.arange(len(tensors), device=device)
+        out.index_add_(0, 1 + at % SLOTS, sums * (1 + at // SLOTS))
     return torch.nan_to_num(out, nan=_NAN)
 
 
