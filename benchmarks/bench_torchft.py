@@ -134,7 +134,7 @@ def torchft_run(python: Path, args: argparse.Namespace, work: Path, index: int) 
         killed_at = time.time()
         os.kill(replicas[victim].pid, signal.SIGKILL)
         replicas[victim].wait()
-        restarted = start(victim)  # at once, as torchelastic would
+        start(victim)  # at once, as torchelastic would
         survivors = [r for r in range(3) if r != victim]
 
         def recovered() -> dict[str, Any] | None:
@@ -165,7 +165,6 @@ def torchft_run(python: Path, args: argparse.Namespace, work: Path, index: int) 
             "went_on": True,
         }
         log(f"  torchft run {index}: kill at step {kill_at} of replica {victim}: {result}")
-        del restarted
         return result
     finally:
         for proc in procs:
