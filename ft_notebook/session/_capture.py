@@ -4,8 +4,9 @@ Each variable is pickled with its bulk data taken out (see ``_objects``), so the
 pickle is small and its hash, with the content hashes of the buffers, is an exact
 change fingerprint. A variable whose fingerprint is unchanged costs nothing to
 store; a changed one costs its small pickle plus the buffers whose content is new.
-What pickle cannot carry is recorded for replay: the cell that made it, the random
-state before that cell, and a description to check the replay against.
+What pickle cannot carry is recorded for replay: the cell that last bound it, the
+random state before that cell, and a content fingerprint the replay must match; a
+value that cannot be fingerprinted either is recorded as lost, with the reason.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from ft_notebook.session._namespace import describe
 from ft_notebook.session._objects import BufferRecord, chunk_size, digest_of
 
 # Values of these types are immutable: the same object means the same value.
@@ -31,14 +31,15 @@ class VarEntry(NamedTuple):
     name: str
     how: str  # "pickle" | "replay" | "lost"
     type_name: str
-    fingerprint: str
-    cell: int  # execution count of the cell that last changed it
+    fingerprint: str  # of the pickle and its buffers; for a replay, of its content
+    cell: str  # key of the cell that last bound the name ("" if none was seen)
     pickle_digest: str | None = None
     pickle_size: int = 0
     nbytes: int = 0
     buffers: Mapping[str, BufferRecord] = MappingProxyType({})
     refs: tuple[str, ...] = ()
-    reason: str = ""
+    reason: str = ""  # why it is replayed or lost
+    out_of_band: tuple[str, ...] = ()  # keys of its protocol 5 buffers, in pickle order
 
 
 def pickle_key(digest: str) -> str:
@@ -79,29 +80,24 @@ class Capturer:
         self._ids: dict[str, int] = {}
         self.known_blobs: set[str] = set()  # store keys committed by earlier snapshots
 
-    def capture(self, variables: dict[str, Any], cell: int) -> Capture:
+    def capture(self, variables: dict[str, Any], made_by: Mapping[str, str]) -> Capture:
+        """The entries of ``variables``; ``made_by``: name -> the cell that bound it."""
         named = self._named(variables)
         buffer_data: dict[str, memoryview] = {}
         pickles: dict[str, bytes] = {}
         entries: dict[str, VarEntry] = {}
         changed = []
+        keep_alive: list[Any] = []
         for name, value in variables.items():
             previous = self.entries.get(name)
             if previous is not None and self._same_immutable(name, value):
                 entries[name] = previous
                 continue
-            entry, data = self._entry(name, value, named, buffer_data, cell)
-            if previous is not None and previous.fingerprint == entry.fingerprint:
+            entry, data = self._entry(name, value, named, buffer_data, keep_alive)
+            entry = entry._replace(cell=made_by.get(name, ""))
+            if previous is not None and previous == entry:
                 entries[name] = previous
                 continue
-            if (
-                previous is not None
-                and entry.how == "replay"
-                and previous.how == "replay"
-                and (self._ids.get(name) == id(value))
-            ):
-                # the same object, changed by a later cell
-                entry = entry._replace(cell=previous.cell)
             entries[name] = entry
             changed.append(name)
             if data is not None and entry.pickle_digest is not None:
@@ -127,7 +123,7 @@ class Capturer:
             if previous is None:
                 added.append(name)
             elif not self._same_immutable(name, value):
-                entry, _ = self._entry(name, value, named, {}, cell=0)
+                entry, _ = self._entry(name, value, named, {}, [])
                 if entry.fingerprint != previous.fingerprint:
                     changed.append(name)
         changed += [n for n in self.entries if n not in variables]
@@ -176,30 +172,39 @@ class Capturer:
         value: Any,
         named: dict[int, str],
         buffer_data: dict[str, memoryview],
-        cell: int,
+        keep_alive: list[Any],
     ) -> tuple[VarEntry, bytes | None]:
         # cloudpickle and numpy load with the first snapshot, not with %load_ext: a
         # kernel that only restores never needs them for its own sake
-        from ft_notebook.session._pickler import pickle_variable
+        from ft_notebook.session._pickler import content_fingerprint, pickle_variable
 
         type_name = f"{type(value).__module__}.{type(value).__qualname__}"
         try:
             pickled = pickle_variable(name, value, named, buffer_data)
         except Exception as e:  # pickle raises many types for objects it cannot carry
-            reason = f"{type(e).__name__}: {e}"[:300]
-            return VarEntry(name, "replay", type_name, describe(value), cell, reason=reason), None
+            why = f"{type(e).__name__}: {e}"[:300]
+            try:
+                fingerprint = content_fingerprint(value)
+            except Exception as f:  # a replay of it could not be checked: never trusted
+                reason = f"it cannot be pickled ({why}) nor fingerprinted ({type(f).__name__}: {f})"
+                return VarEntry(
+                    name, "lost", type_name, f"{id(value):x}", "", reason=reason[:600]
+                ), None
+            return VarEntry(name, "replay", type_name, fingerprint, "", reason=why), None
+        keep_alive.append(pickled.keep_alive)
         nbytes = len(pickled.data) + sum(b.nbytes for b in pickled.buffers.values())
         entry = VarEntry(
             name,
             "pickle",
             type_name,
             pickled.fingerprint,
-            cell,
+            "",
             pickle_digest=digest_of(pickled.data),
             pickle_size=len(pickled.data),
             nbytes=nbytes,
             buffers=pickled.buffers,
             refs=tuple(sorted(pickled.refs)),
+            out_of_band=tuple(pickled.out_of_band),
         )
         return entry, pickled.data
 

@@ -31,10 +31,10 @@ class BufferRecord(NamedTuple):
     key: str  # identity of the object at snapshot time: same key, same restored object
     digest: str  # of the whole content (the chunk digests)
     nbytes: int
-    kind: str  # "numpy" | "torch"
+    kind: str  # "numpy" | "torch" | "bytes" | "oob" (a pickle protocol 5 buffer)
     dtype: str
     shape: tuple[int, ...]
-    extra: Mapping[str, Any]  # requires_grad, device, parameter
+    extra: Mapping[str, Any]  # requires_grad, device, parameter; readonly (oob)
     #: xxh3-128 of each CHUNK of the bytes, "" for a chunk of zeros (not stored)
     chunks: tuple[str, ...]
 
@@ -59,8 +59,10 @@ class SnapshotUnpickler(pickle.Unpickler):
         data: bytes | memoryview,
         resolve_var: Callable[[str], Any],
         load_buffer: Callable[[str], Any],
+        out_of_band: list[Any] | None = None,
     ) -> None:
-        super().__init__(io.BytesIO(data))
+        # out_of_band: the protocol 5 buffers the pickler took out, in their order
+        super().__init__(io.BytesIO(data), buffers=out_of_band or ())
         self._resolve_var = resolve_var
         self._load_buffer = load_buffer
 
@@ -91,6 +93,11 @@ def rebuild_buffer(record: BufferRecord, read_into: Callable[[str, memoryview], 
     flat = np.zeros(record.nbytes, dtype=np.uint8)
     for offset, digest in record.chunk_sizes():
         read_into(digest, flat[offset : offset + chunk_size(record, offset)].data)
+    if record.kind == "bytes":
+        return flat.tobytes()
+    if record.kind == "oob":  # as writable as it was: numpy and pyarrow keep the flag
+        data = flat.data
+        return data.toreadonly() if record.extra.get("readonly") else data
     if record.kind == "numpy":
         return flat.view(np.dtype(record.dtype)).reshape(record.shape)
     import torch

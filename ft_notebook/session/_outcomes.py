@@ -21,6 +21,8 @@ class SnapshotInfo:
     bytes_written: int
     size: int
     replay: tuple[str, ...]
+    #: name -> why: what this snapshot cannot bring back (neither stored nor replayable)
+    unprotected: dict[str, str]
 
 
 @dataclass(frozen=True)

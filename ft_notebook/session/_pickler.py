@@ -1,20 +1,30 @@
 """Pickling a notebook namespace so that buffers, identity and views survive.
 
 A variable is pickled with cloudpickle (notebook-defined classes and lambdas go by
-value), but three kinds of objects are taken out of the pickle by ``persistent_id``:
+value), protocol 5, and its bulk data is taken out of the pickle:
 
 - another top-level variable: a reference by name, so two names for one object, and
   a list holding a model, come back as one object across separately stored variables;
 - a numpy array or torch tensor whose memory is a view into a named array: a
   reference to that name with offset, shape and strides, so it comes back as a view;
-- any other array or tensor: a *buffer* record. Its bytes are cut into chunks of
-  ``CHUNK`` bytes, each stored once under its xxh3 content hash, so an in-place
-  change to one element of a big array costs one chunk, not the array; all-zero
-  chunks (preallocated, zero-initialised buffers) are not stored at all. The same
-  object seen from several variables keeps one identity key, so an optimizer and
-  its model share parameters again after a restore.
+- any other array or tensor of a plain dtype: a *buffer* record, keyed by the
+  object's identity so that the same object seen from several variables (an
+  optimizer and its model's parameters) comes back as one object;
+- every buffer a library hands pickle out of band (protocol 5 ``PickleBuffer``: the
+  blocks of a pandas frame and its extension arrays, pyarrow buffers, scipy.sparse
+  and scikit-learn arrays), and large ``bytes`` (a polars frame pickles as one):
+  buffer records too, in the order the unpickler wants them back.
 
-Pickle bytes then hold no bulk data, so hashing them is a cheap change fingerprint.
+A buffer's bytes are cut into chunks of ``CHUNK`` bytes, each stored once under its
+xxh3 content hash, so an in-place change to one element of a big array costs one
+chunk, and a frame with one new column costs that column; all-zero chunks are not
+stored at all. Locks, open files and SQLite connections are reduced by
+:mod:`._reducers`. Pickle bytes then hold no bulk data, so hashing them with the
+buffer digests is a cheap, exact change fingerprint.
+
+:func:`content_fingerprint` hashes what an object holds, not which objects it is:
+no references by name, no identities, generators by their observable state. It is
+what a replayed value is checked against, in another process.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from __future__ import annotations
 import functools
 import io
 import pickle
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +41,8 @@ import cloudpickle
 import numpy as np
 import xxhash
 
+from ft_notebook.session import _reducers
+from ft_notebook.session._namespace import describe
 from ft_notebook.session._objects import CHUNK, BufferRecord, digest_of
 
 # Arrays smaller than this stay inside the pickle: a record costs more than it saves.
@@ -42,7 +55,14 @@ def _zeros_digest(n: int) -> str:
 
 
 def _array_bytes(arr: np.ndarray[Any, Any]) -> memoryview:
-    return np.ascontiguousarray(arr).data.cast("B")
+    # through uint8: a datetime64 array has no buffer format of its own
+    return np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data
+
+
+def _plain_dtype(dtype: np.dtype[Any]) -> bool:
+    """A dtype its ``.str`` names exactly (not structured, no subarray, no metadata):
+    kept as a buffer record; the others go through numpy's own pickling, out of band."""
+    return not dtype.hasobject and dtype.fields is None and np.dtype(dtype.str) == dtype
 
 
 def _tensor_bytes(t: Any) -> memoryview:
@@ -68,7 +88,11 @@ def _torch_if_loaded() -> Any:
 
 
 class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
-    """Pickles one variable; records what it took out in ``buffers`` and ``refs``."""
+    """Pickles one variable; records what it took out in ``buffers`` and ``refs``.
+
+    With ``content_only``, nothing is taken out by name or identity and generators
+    are described, not refused: the pickle is for hashing, never for loading.
+    """
 
     def __init__(
         self,
@@ -76,28 +100,42 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
         name: str,
         named: Mapping[int, str],
         buffer_data: dict[str, memoryview],
+        *,
+        content_only: bool = False,
     ) -> None:
-        super().__init__(file, protocol=5)
+        super().__init__(file, protocol=5, buffer_callback=self._out_of_band)
         self._name = name
         self._named = named  # id(object) -> variable name, for the other variables
         self._buffer_data = buffer_data  # digest -> bytes, shared across the snapshot
+        self._content_only = content_only
         self.buffers: dict[str, BufferRecord] = {}
+        self.out_of_band: list[str] = []  # keys of the protocol 5 buffers, in order
         self.refs: set[str] = set()
+        # what the keys were made from: an id must not be reused while the snapshot runs
+        self.keep_alive: list[Any] = []
+
+    def reducer_override(self, obj: Any) -> Any:
+        reduced = _reducers.reduce(obj)
+        if reduced is not None:
+            return reduced
+        return super().reducer_override(obj)
 
     def persistent_id(self, obj: Any) -> Any:
-        if isinstance(obj, io.IOBase) and not isinstance(obj, (io.BytesIO, io.StringIO)):
-            # cloudpickle would turn a file into a StringIO of its content: not the same
-            # object. Files are replayed instead, which reopens them where they were.
-            raise pickle.PicklingError(
-                f"an open file ({getattr(obj, 'name', '?')}) is replayed, not pickled"
-            )
-        other = self._named.get(id(obj))
-        if other is not None and other != self._name:
-            self.refs.add(other)
-            # the id makes the pickle change when the name is bound to another object
-            return ("var", other, id(obj))
-        if isinstance(obj, np.ndarray) and obj.dtype != object:
-            view = self._view_of_named(obj)
+        if type(obj) is bytes:
+            if len(obj) > INLINE_BYTES:
+                return ("buf", self._record(obj, "bytes", memoryview(obj), "B", {}))
+            return None
+        if self._content_only:
+            if isinstance(obj, types.GeneratorType):
+                return ("described", describe(obj))
+        else:
+            other = self._named.get(id(obj))
+            if other is not None and other != self._name:
+                self.refs.add(other)
+                # the id makes the pickle change when the name is bound to another object
+                return ("var", other, id(obj))
+        if isinstance(obj, np.ndarray) and _plain_dtype(obj.dtype):
+            view = None if self._content_only else self._view_of_named(obj)
             if view is not None:
                 return view
             if obj.nbytes > INLINE_BYTES:
@@ -112,6 +150,18 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
             return ("buf", self._record(obj, "torch", _tensor_bytes(obj), dtype, extra))
         return None
 
+    def _out_of_band(self, buffer: pickle.PickleBuffer) -> bool:
+        """Take a protocol 5 buffer out of the pickle (False) unless it is small."""
+        try:
+            data = buffer.raw()
+        except BufferError:  # not contiguous: pickle copies it in band
+            return True
+        if data.nbytes <= INLINE_BYTES:
+            return True
+        extra = {"readonly": data.readonly}
+        self.out_of_band.append(self._record(buffer, "oob", data, "B", extra))
+        return False
+
     def _record(
         self, obj: Any, kind: str, data: memoryview, dtype: str, extra: dict[str, Any]
     ) -> str:
@@ -125,9 +175,18 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
                 chunks.append(d)
                 self._buffer_data.setdefault(d, piece)
         digest = xxhash.xxh3_128_hexdigest(f"{data.nbytes}:{','.join(chunks)}".encode())
-        key = f"{id(obj):x}:{digest}"
+        if self._content_only:  # identity means nothing to a content hash: the order does
+            key = f"{len(self.buffers)}:{digest}"
+        else:
+            self.keep_alive.append(obj)
+            key = f"{id(obj):x}:{digest}"
+        shape = (
+            tuple(getattr(obj, "shape", (data.nbytes,)))
+            if kind in ("numpy", "torch")
+            else (data.nbytes,)
+        )
         self.buffers[key] = BufferRecord(
-            key, digest, data.nbytes, kind, dtype, tuple(obj.shape), extra, tuple(chunks)
+            key, digest, data.nbytes, kind, dtype, shape, extra, tuple(chunks)
         )
         return key
 
@@ -150,6 +209,8 @@ class Pickled:
     data: bytes
     buffers: dict[str, BufferRecord]
     refs: set[str]
+    out_of_band: list[str]
+    keep_alive: list[Any]
 
     @property
     def fingerprint(self) -> str:
@@ -167,4 +228,18 @@ def pickle_variable(
     out = io.BytesIO()
     pickler = SnapshotPickler(out, name, named, buffer_data)
     pickler.dump(value)
-    return Pickled(out.getvalue(), pickler.buffers, pickler.refs)
+    return Pickled(
+        out.getvalue(), pickler.buffers, pickler.refs, pickler.out_of_band, pickler.keep_alive
+    )
+
+
+def content_fingerprint(value: Any) -> str:
+    """A hash of what ``value`` holds, equal in another process for an equal value;
+    raises what pickling raises for a value that cannot be fingerprinted."""
+    out = io.BytesIO()
+    pickler = SnapshotPickler(out, "", {}, {}, content_only=True)
+    pickler.dump(value)
+    h = xxhash.xxh3_128(out.getvalue())
+    for record in pickler.buffers.values():  # in the order they were met
+        h.update(f"{record.kind}:{record.dtype}:{record.shape}:{record.digest};".encode())
+    return h.hexdigest()

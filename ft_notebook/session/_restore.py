@@ -4,21 +4,27 @@ Variables are rebuilt into a fresh dict: pickled ones from their blobs (referenc
 other variables resolved first, so aliases and views come back as such), the others
 by replaying the cell that made them with the random state it saw. The user's
 namespace is touched only once everything was rebuilt, so a failure changes nothing.
-A replay whose result does not match the description taken at snapshot time is
-reported as different and not restored: never silently wrong.
+
+A replay runs on copies of its inputs (rebuilt a second time from the snapshot), so
+it cannot change a restored variable, a generator it draws from included. Its result
+must match the content fingerprint taken at snapshot time; one that does not, or
+that cannot be fingerprinted, is reported and not restored: never silently wrong.
+A variable whose pickle does not load (its class is gone, a file it held was
+deleted) is reported lost with the error; the others come back.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ft_notebook.exceptions import SnapshotError
+from ft_notebook.exceptions import SnapshotError, StoreError
 from ft_notebook.session._capture import VarEntry, buffer_key, pickle_key
-from ft_notebook.session._namespace import capture_rng, describe, restore_rng
+from ft_notebook.session._namespace import capture_rng, restore_rng
 from ft_notebook.session._objects import BufferRecord, SnapshotUnpickler, rebuild_buffer
 
 
@@ -30,6 +36,7 @@ class RestoreReport:
     replayed: list[str] = field(default_factory=list)
     different: dict[str, str] = field(default_factory=dict)  # name -> what differed
     lost: dict[str, str] = field(default_factory=dict)  # name -> why
+    types: dict[str, str] = field(default_factory=dict)  # name -> type, of those not back
     #: The notebook's key before a rename, when the snapshot came from there.
     renamed_from: str | None = None
 
@@ -48,18 +55,19 @@ class Rebuilder:
     def __init__(
         self,
         entries: Mapping[str, VarEntry],
-        cells: Mapping[int, Mapping[str, Any]],
+        cells: Mapping[str, Mapping[str, Any]],
         blobs: Blobs,
         base_namespace: Mapping[str, Any],
     ) -> None:
         self._entries = entries
-        self._cells = cells  # execution count -> {"code": ..., "rng": ...}
+        self._cells = cells  # key -> {"code": ..., "count": ..., "rng": ...}
         self._blobs = blobs
         self._base = base_namespace  # what replayed cells see besides restored variables
         self._values: dict[str, Any] = {}
         self._buffers: dict[str, Any] = {}
         self._building: set[str] = set()
-        self._replayed_cells: dict[int, dict[str, Any] | BaseException] = {}
+        self._replayed_cells: dict[str, dict[str, Any] | BaseException] = {}
+        self._copies: list[Rebuilder] = []  # the rebuilders of replays' inputs
         self.report = RestoreReport()
 
     def _var(self, name: str) -> Any:
@@ -80,6 +88,9 @@ class Rebuilder:
                 self.report.restored.append(name)
             else:
                 value = self._replay(entry)
+        except _Lost:
+            self.report.types[name] = entry.type_name
+            raise
         finally:
             self._building.discard(name)
         self._values[name] = value
@@ -88,12 +99,20 @@ class Rebuilder:
     def _unpickle(self, entry: VarEntry) -> Any:
         assert entry.pickle_digest is not None
         records = entry.buffers
+        data = self._blobs.read(pickle_key(entry.pickle_digest))  # a damaged store: raises
         unpickler = SnapshotUnpickler(
-            self._blobs.read(pickle_key(entry.pickle_digest)),
+            data,
             resolve_var=self._var,
             load_buffer=lambda key: self._buffer(records[key]),
+            out_of_band=[self._buffer(records[key]) for key in entry.out_of_band],
         )
-        return unpickler.load()
+        try:
+            return unpickler.load()
+        except (_Lost, StoreError):
+            raise
+        except Exception as e:  # whatever the pickled class's code raises on loading
+            self.report.lost[entry.name] = f"loading it raised {type(e).__name__}: {e}"[:600]
+            raise _Lost(entry.name) from e
 
     def _buffer(self, record: BufferRecord) -> Any:
         found = self._buffers.get(record.key)
@@ -106,50 +125,77 @@ class Rebuilder:
     def _replay(self, entry: VarEntry) -> Any:
         cell = self._cells.get(entry.cell)
         if entry.how == "lost" or cell is None:
-            reason = entry.reason or f"the cell that made it (#{entry.cell}) was not recorded"
-            self.report.lost[entry.name] = reason
+            self.report.lost[entry.name] = entry.reason or "the cell that made it was not recorded"
             raise _Lost(entry.name)
+        count = cell.get("count", "?")
         scratch = self._replayed_cells.get(entry.cell)
         if scratch is None:
             scratch = self._replay_cell(entry.cell, cell, exclude=entry.name)
         if isinstance(scratch, BaseException):
             self.report.lost[entry.name] = (
-                f"replaying cell {entry.cell} raised {type(scratch).__name__}: {scratch}"
+                f"replaying cell [{count}] raised {type(scratch).__name__}: {scratch}"
             )
             raise _Lost(entry.name)
         if entry.name not in scratch:
-            self.report.lost[entry.name] = f"replaying cell {entry.cell} did not define it"
+            self.report.lost[entry.name] = f"replaying cell [{count}] did not define it"
             raise _Lost(entry.name)
         value = scratch[entry.name]
-        seen = describe(value)
+        from ft_notebook.session._pickler import content_fingerprint  # replays are rare
+
+        try:
+            seen = content_fingerprint(value)
+        except Exception as e:
+            self.report.lost[entry.name] = (
+                f"its replay (cell [{count}]) cannot be checked: {type(e).__name__}: {e}"
+            )
+            raise _Lost(entry.name) from e
         if seen != entry.fingerprint:
             self.report.different[entry.name] = (
-                f"snapshot had {entry.fingerprint!r}, replay gave {seen!r}"
+                f"replaying cell [{count}] gave another value than the notebook had (the "
+                f"cell read something that changed since, or a later cell changed it)"
             )
             raise _Lost(entry.name)
         self.report.replayed.append(entry.name)
         return value
 
     def _replay_cell(
-        self, count: int, cell: Mapping[str, Any], exclude: str
+        self, key: str, cell: Mapping[str, Any], exclude: str
     ) -> dict[str, Any] | BaseException:
-        """Run a recorded cell once, in a scratch namespace; every variable it made shares it."""
+        """Run a recorded cell once, in a scratch namespace; every variable it made shares
+        it. Its inputs are copies: rebuilt by a second rebuilder, which shares nothing
+        with this one, so the replay cannot change what this restore returns."""
         scratch = dict(self._base)
+        copies = Rebuilder(self._entries, self._cells, self._blobs, self._base)
+        self._copies.append(copies)
         for other in _inputs_of(cell["code"]) & set(self._entries):
             if other != exclude:
                 with contextlib.suppress(_Lost):  # the replay may manage without it
-                    scratch[other] = self._var(other)
+                    scratch[other] = copies._var(other)
         saved = capture_rng()
         result: dict[str, Any] | BaseException = scratch
         try:
             restore_rng(cell["rng"])
-            exec(compile(cell["code"], f"<replay of cell {count}>", "exec"), scratch)
+            code = compile(cell["code"], f"<replay of cell {cell.get('count', '?')}>", "exec")
+            exec(code, scratch)
         except Exception as e:
             result = e
         finally:
             restore_rng(saved)
-        self._replayed_cells[count] = result
+        self._replayed_cells[key] = result
         return result
+
+    def close_scratch(self, kept: Mapping[str, Any]) -> None:
+        """Close the files replays and their input copies opened and nothing kept: a
+        replay reopens every file its cell opened, restored or not."""
+        keep = {id(v) for v in kept.values()} | {id(v) for v in self._base.values()}
+        spaces = [s for s in self._replayed_cells.values() if isinstance(s, dict)]
+        for copies in self._copies:
+            copies.close_scratch(kept)
+            spaces.append(copies._values)
+        for space in spaces:
+            for value in space.values():
+                if isinstance(value, io.IOBase) and id(value) not in keep:
+                    value.close()
 
 
 class _Lost(Exception):
@@ -158,7 +204,7 @@ class _Lost(Exception):
 
 def rebuild(
     entries: Mapping[str, VarEntry],
-    cells: Mapping[int, Mapping[str, Any]],
+    cells: Mapping[str, Mapping[str, Any]],
     blobs: Blobs,
     base_namespace: Mapping[str, Any],
     names: list[str],
@@ -173,6 +219,8 @@ def rebuild(
         except _Lost as e:
             if name not in report.lost and name not in report.different:
                 report.lost[name] = f"it refers to {e.args[0]!r}, which could not be restored"
+                report.types.setdefault(name, entries[name].type_name)
+    rebuilder.close_scratch(values)
     return values, report
 
 

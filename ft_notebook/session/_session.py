@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import importlib
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
     from ft_notebook.session._outcomes import SnapshotInfo
     from ft_notebook.store import CheckpointStore
 
-FORMAT = 1
+# 2: cells are keyed by kernel and count, protocol 5 buffers, replays fingerprinted
+FORMAT = 2
 logger = logging.getLogger(__name__)
 
 
@@ -53,24 +55,49 @@ class NotebookSession:
         # key -> the newest step this session restored from it (``source``)
         self._restored_from: dict[str, int] = {}
         self._capturer = Capturer()
-        self._cells: dict[int, dict[str, Any]] = {}
+        # A cell is keyed by its execution count and this kernel: counts start again
+        # at 1 in the kernel that restores, and the restored cells keep their keys.
+        self._kernel = secrets.token_hex(3)
+        self._cells: dict[str, dict[str, Any]] = {}  # key -> code, count, random state
+        self._made_by: dict[str, str] = {}  # variable -> key of the cell that bound it
+        self._current = ""  # the key of the cell recorded last
+        self._ids_before: dict[str, int] = {}
         self._writer: threading.Thread | None = None
-        self._current = -1  # the execution count of the cell recorded last
         self.last_error: Exception | None = None
         # the newest committed step, read by the first snapshot: a kernel that only
         # restores need not read and verify every manifest of the notebook twice
         self._step: int | None = None
 
-    def before_cell(self, count: int, code: str) -> None:
-        """Record a cell's code and the random state it starts from, for replay."""
-        self._cells[count] = {"code": code, "rng": capture_rng(start_numpy=True)}
-        self._current = count
+    def before_cell(
+        self, count: int, code: str, namespace: Mapping[str, Any] | None = None
+    ) -> None:
+        """Record a cell's code and the random state it starts from, for replay, and
+        which object each name of ``namespace`` is bound to before it runs."""
+        self._current = f"{count}-{self._kernel}"
+        self._cells[self._current] = {
+            "code": code,
+            "count": count,
+            "rng": capture_rng(start_numpy=True),
+        }
+        self._ids_before = {} if namespace is None else {n: id(v) for n, v in namespace.items()}
 
-    def after_cell(self) -> None:
-        """The cell recorded last has run: keep only the random states it used."""
+    def after_cell(self, namespace: Mapping[str, Any] | None = None) -> None:
+        """The cell recorded last has run: keep only the random states it used, and
+        note it as the maker of each name it bound (not of those it changed in place:
+        a replay of their maker must then fail its check, and does)."""
         cell = self._cells.get(self._current)
-        if cell is not None:
-            drop_unused_rng(cell["rng"])
+        if cell is None:
+            return
+        drop_unused_rng(cell["rng"])
+        if namespace is not None and cell["code"].strip():  # not a cell of %ft lines only
+            before = self._ids_before
+            for name, value in namespace.items():
+                if before.get(name) != id(value):
+                    self._made_by[name] = self._current
+        self._ids_before = {}
+        makers = set(self._made_by.values())
+        for key in [k for k in self._cells if k not in makers and k != self._current]:
+            del self._cells[key]  # no variable can be replayed from it any more
 
     def snapshot(
         self,
@@ -110,8 +137,11 @@ class NotebookSession:
             variables = {n: variables[n] for n in wanted}
             capturer = Capturer()
             capturer.known_blobs = set(self._capturer.known_blobs)
-        capture = capturer.capture(variables, cell)
-        needed = {e.cell for e in capture.entries.values() if e.how != "pickle"}
+        capture = capturer.capture(variables, self._made_by)
+        for n, e in capture.entries.items():
+            if e.how == "replay" and e.cell not in self._cells:
+                capture.entries[n] = e._replace(how="lost", reason=_unseen(e.reason))
+        needed = {e.cell for e in capture.entries.values() if e.how == "replay"}
         size = sum(e.nbytes for e in capture.entries.values())
         now = time.time()
         state = {
@@ -122,14 +152,13 @@ class NotebookSession:
             "versions": versions(),
             "variables": {n: _entry_to_json(e) for n, e in capture.entries.items()},
             "modules": imported_modules(namespace),
-            "cells": {str(c): self._cells[c] for c in sorted(needed) if c in self._cells},
+            "cells": {c: self._cells[c] for c in sorted(needed)},
         }
         metadata = {"name": label, "cell": cell, "size": size, "variables": sorted(variables)}
         step = self._newest_step() + 1
         written = sum(memoryview(b).nbytes for b in capture.blobs.values())
-        replayed = tuple(n for n, e in capture.entries.items() if e.how != "pickle")
-        # kept by replay, but the cell that made them was never seen: they cannot come back
-        lost = tuple(n for n in replayed if capture.entries[n].cell not in self._cells)
+        replayed = tuple(n for n, e in capture.entries.items() if e.how == "replay")
+        lost = tuple(n for n, e in capture.entries.items() if e.how == "lost")
         # these load with the first snapshot: a kernel that only restores never needs them
         from ft_notebook.events import SnapshotCommitted, publish, session_topic
         from ft_notebook.session._outcomes import SnapshotInfo
@@ -176,6 +205,7 @@ class NotebookSession:
             written,
             size,
             replayed,
+            {n: capture.entries[n].reason for n in lost},
         )
 
     def wait(self) -> None:
@@ -226,7 +256,7 @@ class NotebookSession:
                 f"Snapshot {label!r} holds no variables {unknown}; it holds {sorted(entries)}. "
                 f"Run `%ft list` to see the snapshots and their variables."
             )
-        cells = {int(c): v for c, v in manifest.get("cells", {}).items()}
+        cells = dict(manifest.get("cells", {}))
         modules, missing = _import_modules(manifest.get("modules", {}))
         base = {**namespace, **modules}
         try:
@@ -237,6 +267,11 @@ class NotebookSession:
         if names is None:
             values = {**modules, **values}
         namespace.update(values)  # only now: a failure above left the namespace alone
+        for n in values:  # a later snapshot replays them from the cells that made them
+            key = entries[n].cell if n in entries else ""
+            self._made_by[n] = key
+            if key in cells:
+                self._cells[key] = cells[key]
         if source is not None:
             self._restored_from[notebook] = max(step, self._restored_from.get(notebook, -1))
         return report
@@ -373,8 +408,21 @@ def _entry_from_json(name: str, raw: Mapping[str, Any]) -> VarEntry:
         k: BufferRecord(**{**b, "shape": tuple(b["shape"]), "chunks": tuple(b["chunks"])})
         for k, b in raw.get("buffers", {}).items()
     }
-    fields = {k: v for k, v in raw.items() if k not in ("buffers", "name", "refs")}
-    return VarEntry(name=name, buffers=buffers, refs=tuple(raw.get("refs", ())), **fields)
+    fields = {k: v for k, v in raw.items() if k not in ("buffers", "name", "refs", "out_of_band")}
+    return VarEntry(
+        name=name,
+        buffers=buffers,
+        refs=tuple(raw.get("refs", ())),
+        out_of_band=tuple(raw.get("out_of_band", ())),
+        **fields,
+    )
+
+
+def _unseen(why: str) -> str:
+    return (
+        f"it cannot be pickled ({why}), and the cell that made it was not seen (it ran "
+        f"before `%load_ext ft_notebook`, or in another kernel): run that cell again"
+    )
 
 
 def _ago(seconds: float) -> str:

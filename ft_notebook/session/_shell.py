@@ -54,10 +54,10 @@ class ShellSnapshots:
 
     def pre_run_cell(self, info: Any) -> None:
         code = self.shell.transform_cell(_without_ft_magics(info.raw_cell or ""))
-        self.session.before_cell(self.shell.execution_count, code)
+        self.session.before_cell(self.shell.execution_count, code, self.shell.user_ns)
 
     def post_run_cell(self, result: Any) -> None:
-        self.session.after_cell()
+        self.session.after_cell(self.shell.user_ns)
         if self.auto and result.success and not self._in_transaction:
             # the writing goes on in the background while the next cell runs
             self.last = self.session.snapshot(

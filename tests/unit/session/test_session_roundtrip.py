@@ -34,9 +34,9 @@ class Notebook:
 
     def run(self, code: str, snapshot: bool = True) -> None:
         self.count += 1
-        self.session.before_cell(self.count, code)
+        self.session.before_cell(self.count, code, self.ns)
         exec(code, self.ns)
-        self.session.after_cell()
+        self.session.after_cell(self.ns)
         if snapshot:
             self.written += self.session.snapshot(self.ns, self.count).bytes_written
 
@@ -117,7 +117,9 @@ def test_notebook_defined_class_and_lambda_come_back(tmp_path: Path) -> None:
     assert ns["f"](21) == 42
 
 
-def test_unpicklable_objects_are_replayed_with_their_random_state(tmp_path: Path) -> None:
+def test_handles_are_stored_and_generators_replayed_with_their_random_state(
+    tmp_path: Path,
+) -> None:
     nb = Notebook(tmp_path)
     nb.ns["path"] = str(tmp_path / "data.txt")
     (tmp_path / "data.txt").write_text("hello\nworld\n")
@@ -127,7 +129,8 @@ def test_unpicklable_objects_are_replayed_with_their_random_state(tmp_path: Path
     expected_random = nb.ns["seeded"]
     random.random()  # the global state moves on before the crash
     ns, report = nb.crash_and_restore()
-    assert sorted(report.replayed) == ["fh", "gen", "lock"], report
+    assert report.replayed == ["gen"], report  # a lock and a file are kept as handles
+    assert {"fh", "lock"} <= set(report.restored)
     assert ns["threading_lock"] is ns["lock"]
     assert ns["seeded"] == expected_random
     assert isinstance(ns["lock"], type(threading.Lock()))
@@ -142,8 +145,9 @@ def test_a_replayed_cell_gets_numpys_unseeded_global_state_back(tmp_path: Path) 
     nb.run("import numpy as np")  # numpy.random not imported yet: no seed anywhere
     nb.run("draws = (float(v) for v in np.random.rand(3))")  # a generator: replayed
     nb.run("label = 'x'")
-    assert "numpy" in nb.session._cells[2]["rng"]  # the state the draws came from
-    assert "numpy" not in nb.session._cells[3]["rng"]  # unused: a replay needs none
+    cells = {cell["count"]: cell for cell in nb.session._cells.values()}
+    assert "numpy" in cells[2]["rng"]  # the state the draws came from
+    assert "numpy" not in cells[3]["rng"]  # unused: a replay needs none
     ns, report = nb.crash_and_restore()
     assert report.replayed == ["draws"]
     assert list(ns["draws"]) == list(nb.ns["draws"])
@@ -165,15 +169,24 @@ def test_what_cannot_come_back_is_lost_with_a_reason(tmp_path: Path) -> None:
     source.write_text("1\n2\n")
     nb.ns["source"] = str(source)
     nb.run("import threading\nlock = threading.Lock()\nholder = [lock]")
-    nb.run("lock.acquire()")
+    nb.run("lock.acquire()")  # a handle: kept as it is, held
+    nb.run("squares = (i * i for i in range(9))\nbox = {'gen': squares}")
+    nb.run("next(squares)")  # only a later cell advanced it: its replay cannot
     nb.run("feed = open(source)")
     nb.ns["feed"].close()
     source.unlink()  # the data is gone by the time the kernel is restored
     ns, report = nb.crash_and_restore()
-    assert "lock" in report.different  # its cell makes an unlocked lock
-    assert "refers to 'lock'" in report.lost["holder"]
+    assert ns["lock"].locked()
+    assert ns["holder"][0] is ns["lock"]
+    assert "squares" in report.different
+    assert "refers to 'squares'" in report.lost["box"]
     assert "FileNotFoundError" in report.lost["feed"]
-    assert {"lock", "holder", "feed"}.isdisjoint(ns)
+    assert report.types == {
+        "squares": "builtins.generator",
+        "box": "builtins.dict",
+        "feed": "_io.TextIOWrapper",
+    }
+    assert {"squares", "box", "feed"}.isdisjoint(ns)
 
 
 def test_a_snapshot_from_other_versions_is_refused(
