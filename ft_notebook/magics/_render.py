@@ -26,6 +26,8 @@ def saved(info: SnapshotInfo) -> None:
     )
     if info.replay:
         print(f"    kept by replaying their cells: {', '.join(info.replay)}")
+    for name, why in sorted(info.unprotected.items()):
+        print(f"    {name}: NOT protected: {why}")
 
 
 def restored(report: RestoreReport) -> None:
@@ -36,10 +38,15 @@ def restored(report: RestoreReport) -> None:
             f"    from its snapshots as {report.renamed_from}, before this notebook was "
             f"renamed; new snapshots go under its new name"
         )
+    # one line per variable that did not come back equal: name, type, why
     for name, why in sorted(report.different.items()):
-        print(f"    {name}: NOT restored, its replay differs: {why}")
+        print(f"    {name} ({_type(report, name)}): NOT restored, its replay differs: {why}")
     for name, why in sorted(report.lost.items()):
-        print(f"    {name}: lost: {why}")
+        print(f"    {name} ({_type(report, name)}): lost: {why}")
+
+
+def _type(report: RestoreReport, name: str) -> str:
+    return report.types.get(name, "module").removeprefix("builtins.")
 
 
 def transaction(outcome: TransactionOutcome) -> None:
@@ -76,5 +83,9 @@ def status(state: dict[str, Any]) -> None:
     if last is not None:
         print(
             f"    last snapshot {last.name!r} after cell {last.cell}, {size(last.size)}, "
-            f"{len(last.replay)} kept by replay"
+            f"{len(last.replay)} kept by replay, {len(last.unprotected)} not protected"
         )
+        if last.replay:
+            print(f"    kept by replaying their cells: {', '.join(last.replay)}")
+        for name, why in sorted(last.unprotected.items()):
+            print(f"    {name}: NOT protected: {why}")

@@ -175,8 +175,11 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
                 chunks.append(d)
                 self._buffer_data.setdefault(d, piece)
         digest = xxhash.xxh3_128_hexdigest(f"{data.nbytes}:{','.join(chunks)}".encode())
-        if self._content_only:  # identity means nothing to a content hash: the order does
-            key = f"{len(self.buffers)}:{digest}"
+        if self._content_only or kind in ("oob", "bytes"):
+            # by their order: identity means nothing to a content hash, a protocol 5
+            # buffer is a wrapper made for this pickle, and bytes cannot be changed in
+            # place (an id would make an unchanged frame look changed every time)
+            key = f"{self._name}#{len(self.buffers)}:{digest}"
         else:
             self.keep_alive.append(obj)
             key = f"{id(obj):x}:{digest}"

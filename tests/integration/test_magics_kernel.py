@@ -94,7 +94,7 @@ def test_unpicklable_objects_are_replayed_and_reported(
     nb.execute("%ft save").check()  # draws is now exhausted: snapshot records that too
     _restart(nb)
     out = nb.execute("%ft restore").check().stdout
-    assert "moving: NOT restored, its replay differs" in out
+    assert "moving (generator): NOT restored, its replay differs" in out
     assert "draws: NOT restored" in out  # exhausted before the kill, fresh after replay
     assert nb.execute(
         "print(fh.readline().strip(), header.strip(), lock.locked())"
