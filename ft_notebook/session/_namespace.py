@@ -8,6 +8,7 @@ replayed after a crash draws the same numbers it drew the first time.
 
 from __future__ import annotations
 
+import ast
 import base64
 import pickle
 import random
@@ -132,3 +133,76 @@ def describe(value: Any) -> str:
         position = "closed" if value.closed else f"at {value.tell()}"
         return f"{kind} {getattr(value, 'name', '?')} mode={value.mode} {position}"
     return kind
+
+
+def inputs_of(code: str) -> set[str]:
+    """Names a cell reads but does not bind itself: what its replay needs restored first."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    loaded: set[str] = set()
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+    return loaded - bound
+
+
+def generator_states(namespace: Mapping[str, Any], names: set[str]) -> dict[str, Any]:
+    """The states of the random generators among ``names`` (numpy ``Generator``,
+    ``random.Random``, ``torch.Generator``): a cell that draws from one advances it,
+    so its replay must start it where it stood before the cell, as with the global
+    random states."""
+    states: dict[str, Any] = {}
+    for name in names:
+        value = namespace.get(name)
+        np_random = sys.modules.get("numpy.random")
+        if np_random is not None and isinstance(value, np_random.Generator):
+            states[name] = {"numpy": _plain(value.bit_generator.state)}
+        elif isinstance(value, random.Random):
+            version, internal, gauss = value.getstate()
+            states[name] = {"python": [version, list(internal), gauss]}
+        else:
+            torch = sys.modules.get("torch")
+            if torch is not None and isinstance(value, torch.Generator):
+                raw = value.get_state().numpy().tobytes()
+                states[name] = {"torch": base64.b64encode(raw).decode()}
+    return states
+
+
+def set_generator_state(value: Any, state: Mapping[str, Any]) -> None:
+    """Put a state :func:`generator_states` took back into the generator ``value``."""
+    if "numpy" in state and hasattr(value, "bit_generator"):
+        value.bit_generator.state = _arrays(state["numpy"])
+    elif "python" in state and isinstance(value, random.Random):
+        version, internal, gauss = state["python"]
+        value.setstate((version, tuple(internal), gauss))
+    elif "torch" in state and hasattr(value, "set_state"):
+        import torch
+
+        raw = bytearray(base64.b64decode(state["torch"]))
+        value.set_state(torch.frombuffer(raw, dtype=torch.uint8).clone())
+
+
+def _plain(state: Any) -> Any:
+    """A bit generator's state as JSON can hold it (MT19937 keeps an array)."""
+    if isinstance(state, dict):
+        return {k: _plain(v) for k, v in state.items()}
+    if hasattr(state, "tolist") and hasattr(state, "dtype"):
+        return {"ndarray": state.tolist(), "dtype": str(state.dtype)}
+    return state
+
+
+def _arrays(state: Any) -> Any:
+    if isinstance(state, dict):
+        if set(state) == {"ndarray", "dtype"}:
+            import numpy as np
+
+            return np.array(state["ndarray"], dtype=state["dtype"])
+        return {k: _arrays(v) for k, v in state.items()}
+    return state

@@ -15,7 +15,6 @@ deleted) is reported lost with the error; the others come back.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import io
 from collections.abc import Mapping
@@ -24,7 +23,12 @@ from typing import Any, Protocol
 
 from ft_notebook.exceptions import SnapshotError, StoreError
 from ft_notebook.session._capture import VarEntry, buffer_key, pickle_key
-from ft_notebook.session._namespace import capture_rng, restore_rng
+from ft_notebook.session._namespace import (
+    capture_rng,
+    inputs_of,
+    restore_rng,
+    set_generator_state,
+)
 from ft_notebook.session._objects import BufferRecord, SnapshotUnpickler, rebuild_buffer
 
 
@@ -167,10 +171,13 @@ class Rebuilder:
         scratch = dict(self._base)
         copies = Rebuilder(self._entries, self._cells, self._blobs, self._base)
         self._copies.append(copies)
-        for other in _inputs_of(cell["code"]) & set(self._entries):
+        for other in inputs_of(cell["code"]) & set(self._entries):
             if other != exclude:
                 with contextlib.suppress(_Lost):  # the replay may manage without it
                     scratch[other] = copies._var(other)
+        for other, state in cell.get("generators", {}).items():
+            if other in scratch:  # where the generators it drew from stood when it ran
+                set_generator_state(scratch[other], state)
         saved = capture_rng()
         result: dict[str, Any] | BaseException = scratch
         try:
@@ -222,21 +229,3 @@ def rebuild(
                 report.types.setdefault(name, entries[name].type_name)
     rebuilder.close_scratch(values)
     return values, report
-
-
-def _inputs_of(code: str) -> set[str]:
-    """Names a cell reads but does not bind itself: what its replay needs restored first."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return set()
-    loaded: set[str] = set()
-    bound: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.alias):
-            bound.add((node.asname or node.name).split(".")[0])
-    return loaded - bound

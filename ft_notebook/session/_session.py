@@ -24,7 +24,9 @@ from ft_notebook.session._capture import Capturer, VarEntry, versions
 from ft_notebook.session._namespace import (
     capture_rng,
     drop_unused_rng,
+    generator_states,
     imported_modules,
+    inputs_of,
     user_variables,
 )
 from ft_notebook.session._objects import BufferRecord
@@ -74,11 +76,12 @@ class NotebookSession:
         """Record a cell's code and the random state it starts from, for replay, and
         which object each name of ``namespace`` is bound to before it runs."""
         self._current = f"{count}-{self._kernel}"
-        self._cells[self._current] = {
-            "code": code,
-            "count": count,
-            "rng": capture_rng(start_numpy=True),
-        }
+        cell: dict[str, Any] = {"code": code, "count": count, "rng": capture_rng(start_numpy=True)}
+        if namespace is not None:
+            generators = generator_states(namespace, inputs_of(code))
+            if generators:
+                cell["generators"] = generators
+        self._cells[self._current] = cell
         self._ids_before = {} if namespace is None else {n: id(v) for n, v in namespace.items()}
 
     def after_cell(self, namespace: Mapping[str, Any] | None = None) -> None:

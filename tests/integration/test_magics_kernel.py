@@ -95,7 +95,7 @@ def test_unpicklable_objects_are_replayed_and_reported(
     _restart(nb)
     out = nb.execute("%ft restore").check().stdout
     assert "moving (generator): NOT restored, its replay differs" in out
-    assert "draws: NOT restored" in out  # exhausted before the kill, fresh after replay
+    assert "draws (generator): NOT restored" in out  # exhausted before the kill, fresh after replay
     assert nb.execute(
         "print(fh.readline().strip(), header.strip(), lock.locked())"
     ).check().stdout.split() == [
