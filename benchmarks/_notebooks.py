@@ -1,6 +1,7 @@
 """Three notebooks for the snapshot benchmark, as lists of cells.
 
-- ``etl``: pandas frames of a few hundred MB, filtered, joined, a column added;
+- ``etl``: the ETL notebook of the snapshot tests (``ft_notebook.testing._zoo``): 2 M
+  rows with categorical, datetime and string columns, filtered, merged, columns added;
 - ``training``: a torch model, optimizer and LR scheduler mutated across cells;
 - ``awkward``: generators, a lock, an open file, a lambda, a notebook-defined class
   and a numpy view of a big array that is mutated in place.
@@ -11,16 +12,9 @@ bytes-written goals are about.
 
 from __future__ import annotations
 
-ETL = [
-    "import numpy as np, pandas as pd\nrng = np.random.default_rng(0)",
-    "orders = pd.DataFrame({'id': np.arange(4_000_000), 'customer': rng.integers(0, 50_000, 4_000_000),"
-    " 'amount': rng.random(4_000_000) * 100, 'qty': rng.integers(1, 9, 4_000_000)})",
-    "customers = pd.DataFrame({'customer': np.arange(50_000), 'region': rng.integers(0, 12, 50_000)})",
-    "big_orders = orders[orders.amount > 50].copy()",
-    "orders['total'] = orders.amount * orders.qty",
-    "by_region = big_orders.merge(customers, on='customer').groupby('region').amount.sum()",
-    "threshold = 75.0",
-]
+from ft_notebook.testing._zoo import ETL_NOTEBOOK
+
+ETL = list(ETL_NOTEBOOK)
 
 TRAINING = [
     "import torch\ntorch.manual_seed(0)\nx = torch.randn(8192, 256)\ny = (x[:, :8].sum(1) > 0).long()",

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import os
 import statistics
 import sys
 import tempfile
@@ -44,22 +43,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _notebooks import NOTEBOOKS
+from _peers import (
+    WAIT_FT,
+    environment,
+    python_of,
+    restore_cells,
+    setup_cells,
+    store_of,
+    write_notebook,
+)
 
 from ft_notebook.testing import NAMESPACE_HASHES, KernelSession, parse_hashes
-
-# leaves no name behind: the namespace compared after the restore is the notebook's own
-WAIT_FT = "__import__('ft_notebook.magics').magics.snapshots_of(get_ipython()).session.wait()"
-
-DILL_HOOK = """
-import dill as _dill, os as _os
-def _ft_bench_dump(result):
-    try:
-        _dill.dump_session('{path}.tmp')
-        _os.replace('{path}.tmp', '{path}')
-    except Exception as e:
-        print('dill dump failed:', type(e).__name__, e)
-get_ipython().events.register('post_run_cell', _ft_bench_dump)
-"""
 
 
 @dataclass
@@ -99,27 +93,12 @@ def run_arm(arm: str, cells: list[str], root: Path, repeat: int) -> ArmResult:
     work = root / arm
     work.mkdir(parents=True)
     nb_path = work / "bench.ipynb"
-    _write_notebook(nb_path)
-    env = dict(
-        os.environ,
-        JPY_SESSION_NAME=str(nb_path),
-        DASK_FT_NOTEBOOK__DATA_DIR=str(work / "ft-data"),
-        TEST_NOTEBOOK_PATH=str(nb_path),
-        ENV_KISHU_TEST_MODE="1",
-        KISHU_PATH_ROOT=str(work / "kishu-root"),
-        IPYTHONDIR=str(work / "ipython"),
-        JUPYTER_RUNTIME_DIR=str(work / "runtime"),
-    )
-    setup = {
-        "none": [],
-        "ft": ["%load_ext ft_notebook", "%ft auto on"],
-        "dill": [DILL_HOOK.format(path=work / "session.pkl")],
-        "kishu": ["from kishu import init_kishu; init_kishu()"],
-    }[arm]
+    write_notebook(nb_path)
+    env = environment(arm, work, nb_path)
     result = ArmResult()
-    kernel = KernelSession(work / "kernel.log", cwd=work, env=env).start()
+    kernel = KernelSession(work / "kernel.log", cwd=work, env=env, python=python_of(arm)).start()
     try:
-        for code in setup:
+        for code in setup_cells(arm, work):
             kernel.execute(code, silent=True, timeout=300).check()
         for code in cells:
             before = _proc(kernel.pid, "io", "write_bytes")
@@ -132,19 +111,9 @@ def run_arm(arm: str, cells: list[str], root: Path, repeat: int) -> ArmResult:
         if arm == "none":
             return result
         expected = _hashes(kernel)
-        head = _kishu_head(nb_path) if arm == "kishu" else None
         # before the restores: Kishu's database grows with each
-        result.store_size = _size(
-            {"ft": work / "ft-data", "dill": work / "session.pkl", "kishu": work / "bench.kishudb"}[
-                arm
-            ]
-        )
-        # one cell, as a user types it after a crash (the README's restore cell)
-        restore = {
-            "ft": ["%load_ext ft_notebook", "%ft restore"],
-            "dill": [f"import dill; dill.load_session({str(work / 'session.pkl')!r})"],
-            "kishu": ["from kishu import init_kishu; init_kishu()", f"_kishu.checkout({head!r})"],
-        }[arm]
+        result.store_size = _size(store_of(arm, work))
+        restore = restore_cells(arm, work, nb_path, env)
         restores = []
         for i in range(repeat):
             # pairs in alternating order, so that neither side gains from a drift in
@@ -189,24 +158,6 @@ def _compare(expected: dict[str, str], restores: list[dict[str, str]], result: A
             result.equal += 1
 
 
-def _kishu_head(nb_path: Path) -> str:
-    from kishu.commands import KishuCommand
-
-    return str(KishuCommand.log_all(nb_path).head.commit_id)
-
-
-def _write_notebook(path: Path) -> None:
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, str(path))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("notebooks", nargs="*", default=list(NOTEBOOKS))
@@ -230,7 +181,6 @@ def main() -> None:
         compileall.compile_dir(Path(ft_notebook.__file__).parent, quiet=1)
     arms = ["none", *args.arms.split(",")]
     root = Path(tempfile.mkdtemp(prefix="ft-bench-snapshots-"))
-    os.environ.setdefault("KISHU_PATH_ROOT", str(root / "kishu-driver"))
     print(
         "| notebook | arm | pause median (ms) | pause last cell (ms) | written (MB) | "
         "written last cell (KB) | store (MB) | restore (s) | re-run (s) | restore faster in | "

@@ -46,10 +46,17 @@ class ExecResult:
 class KernelSession:
     """One kernel process at a time; ``kill`` and ``start`` make a crash and a fresh kernel."""
 
-    def __init__(self, log_path: Path, cwd: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        log_path: Path,
+        cwd: Path,
+        env: dict[str, str] | None = None,
+        python: str | None = None,
+    ) -> None:
         self.log_path = log_path
         self.cwd = cwd
         self.env = dict(os.environ if env is None else env)
+        self.python = python  # another interpreter's kernel (a benchmark's own venv)
         self._km: KernelManager | None = None
         self._kc: Any = None
         self._log: IO[bytes] | None = None
@@ -57,6 +64,11 @@ class KernelSession:
     def start(self, timeout: float = 60.0) -> KernelSession:
         self._log = self.log_path.open("ab")
         km = KernelManager(kernel_name="python3")
+        if self.python is not None:
+            from jupyter_client.kernelspec import KernelSpec
+
+            argv = [self.python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+            km._kernel_spec = KernelSpec(argv=argv, display_name="Python 3", language="python")
         km.start_kernel(stdout=self._log, stderr=self._log, env=self.env, cwd=str(self.cwd))
         kc = km.client()
         kc.start_channels()

@@ -6,6 +6,7 @@ cell in a real kernel, snapshot, SIGKILL the kernel, restore in a new one and co
 each variable by :data:`NAMESPACE_HASHES` (which never uses ft_notebook's own
 fingerprints); the snapshot benchmark runs the same cells with Kishu and dill. A
 kind needs its library: :func:`available` leaves out those not installed.
+:data:`ETL_NOTEBOOK` is the pandas notebook the same tests and benchmark run whole.
 """
 
 from __future__ import annotations
@@ -455,6 +456,40 @@ VAR.execute('create table t (k text, v real)')
 VAR.executemany('insert into t values (?, ?)', [('a', 1.5), ('b', 2.5)]); VAR.commit()
 """,
     ),
+)
+
+
+# A realistic ETL notebook: 2 M rows from a seeded Generator with categorical,
+# datetime, string and numeric columns, filtered, columns added in place, merged,
+# a frame deleted, a .loc assignment; then one new column and a small change.
+ETL_NOTEBOOK: tuple[str, ...] = (
+    # 2 M rows from a seeded Generator: categorical, datetime, string and numeric columns
+    """
+import numpy as np, pandas as pd
+rng = np.random.default_rng(2024)
+n = 2_000_000
+events = pd.DataFrame({
+    'user': rng.integers(0, 300_000, n),
+    'city': pd.Categorical(rng.choice(['paris', 'lyon', 'nantes', 'lille'], n)),
+    'at': pd.Timestamp('2025-01-01') + pd.to_timedelta(rng.integers(0, 86_400 * 90, n), 's'),
+    'amount': rng.gamma(2.0, 30.0, n).round(2),
+    'channel': rng.choice(['web', 'app', 'store'], n),
+})
+""",
+    "big = events[events.amount > 5].copy()",
+    "big['day'] = big['at'].dt.floor('D')\nbig['net'] = big['amount'] * 0.8",
+    """
+users = pd.DataFrame({
+    'user': np.arange(300_000),
+    'segment': pd.Categorical(rng.choice(['new', 'loyal', 'churned'], 300_000)),
+    'age': rng.integers(18, 90, 300_000).astype('int16'),
+})
+joined = big.merge(users, on='user', how='left')
+""",
+    "del big\nper_day = joined.groupby(['day', 'segment'], observed=True)['net'].sum()",
+    "joined.loc[joined.channel == 'store', 'net'] = 0.0\ndraw = rng.random(3)",
+    "events['fee'] = events['amount'] * 0.02",  # one new column of a 2 M-row frame
+    "threshold = 75.0",  # a small change: what the pause goal is about
 )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ft_notebook.testing import NAMESPACE_HASHES, KernelSession, parse_hashes
-from ft_notebook.testing._zoo import ZOO, available
+from ft_notebook.testing._zoo import ETL_NOTEBOOK, ZOO, available
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -86,42 +86,13 @@ def test_every_zoo_kind_comes_back_equal(kernel: KernelSession, mode: str) -> No
     assert not not_equal, (saved, out)
 
 
-ETL = [
-    # 2 M rows from a seeded Generator: categorical, datetime, string and numeric columns
-    """
-import numpy as np, pandas as pd
-rng = np.random.default_rng(2024)
-n = 2_000_000
-events = pd.DataFrame({
-    'user': rng.integers(0, 300_000, n),
-    'city': pd.Categorical(rng.choice(['paris', 'lyon', 'nantes', 'lille'], n)),
-    'at': pd.Timestamp('2025-01-01') + pd.to_timedelta(rng.integers(0, 86_400 * 90, n), 's'),
-    'amount': rng.gamma(2.0, 30.0, n).round(2),
-    'channel': rng.choice(['web', 'app', 'store'], n),
-})
-""",
-    "big = events[events.amount > 5].copy()",
-    "big['day'] = big['at'].dt.floor('D')\nbig['net'] = big['amount'] * 0.8",
-    """
-users = pd.DataFrame({
-    'user': np.arange(300_000),
-    'segment': pd.Categorical(rng.choice(['new', 'loyal', 'churned'], 300_000)),
-    'age': rng.integers(18, 90, 300_000).astype('int16'),
-})
-joined = big.merge(users, on='user', how='left')
-""",
-    "del big\nper_day = joined.groupby(['day', 'segment'], observed=True)['net'].sum()",
-    "joined.loc[joined.channel == 'store', 'net'] = 0.0\ndraw = rng.random(3)",
-]
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_an_etl_notebook_comes_back_equal(kernel: KernelSession, mode: str) -> None:
-    saved = _run(kernel, ETL, mode)
+    saved = _run(kernel, list(ETL_NOTEBOOK), mode)
     assert "kept by replaying" not in saved, saved
     assert "NOT protected" not in saved, saved
     before = parse_hashes(kernel.execute(NAMESPACE_HASHES, silent=True).check().stdout)
-    assert {"events", "joined", "users", "per_day", "rng", "draw"} <= set(before)
+    assert {"events", "joined", "users", "per_day", "rng", "draw", "threshold"} <= set(before)
     assert "big" not in before
     out, reported = _crash_and_restore(kernel)
     after = parse_hashes(kernel.execute(NAMESPACE_HASHES, silent=True).check().stdout)
