@@ -42,4 +42,7 @@ AWKWARD = [
     "note = 'small change'",
 ]
 
+# the bytes of the column the cell before last adds: what writing it should cost
+NEW_COLUMN = {"etl": "events['fee'].to_numpy().nbytes"}
+
 NOTEBOOKS = {"etl": ETL, "training": TRAINING, "awkward": AWKWARD}

@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _notebooks import NOTEBOOKS
+from _notebooks import NEW_COLUMN, NOTEBOOKS
 from _peers import (
     WAIT_FT,
     environment,
@@ -60,6 +60,7 @@ from ft_notebook.testing import NAMESPACE_HASHES, KernelSession, parse_hashes
 class ArmResult:
     walls: list[float] = field(default_factory=list)
     written: list[int] = field(default_factory=list)
+    column_bytes: int = 0  # of the column the cell before last adds (etl)
     peak_rss: int = 0
     store_size: int = 0
     restores_s: list[float] = field(default_factory=list)
@@ -89,7 +90,9 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def run_arm(arm: str, cells: list[str], root: Path, repeat: int) -> ArmResult:
+def run_arm(
+    arm: str, cells: list[str], root: Path, repeat: int, probe: str | None = None
+) -> ArmResult:
     work = root / arm
     work.mkdir(parents=True)
     nb_path = work / "bench.ipynb"
@@ -108,6 +111,9 @@ def run_arm(arm: str, cells: list[str], root: Path, repeat: int) -> ArmResult:
                 kernel.execute(WAIT_FT, silent=True, timeout=600).check()
             result.written.append(_proc(kernel.pid, "io", "write_bytes") - before)
         result.peak_rss = _proc(kernel.pid, "status", "VmHWM")
+        if probe is not None:
+            shown = kernel.execute(f"print({probe})", silent=True, timeout=60).check()
+            result.column_bytes = int(shown.stdout.split()[-1])
         if arm == "none":
             return result
         expected = _hashes(kernel)
@@ -187,8 +193,10 @@ def main() -> None:
         "equal / different / lost | peak RSS vs none |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    column: dict[str, float] = {}
     for nb in args.notebooks:
-        results = {arm: run_arm(arm, NOTEBOOKS[nb], root / nb, args.repeat) for arm in arms}
+        probe = NEW_COLUMN.get(nb)
+        results = {arm: run_arm(arm, NOTEBOOKS[nb], root / nb, args.repeat, probe) for arm in arms}
         base = results["none"]
         reruns = [t for r in results.values() for t in r.reruns_s] or [sum(base.walls)]
         print(
@@ -209,11 +217,18 @@ def main() -> None:
                 f"{r.peak_rss / base.peak_rss:.2f} |",
                 flush=True,
             )
+            if probe is not None:
+                column[arm] = r.written[-2] / r.column_bytes
             pairs = " ".join(
                 f"{a * 1e3:.1f}/{b * 1e3:.1f}"
                 for a, b in zip(r.restores_s, r.reruns_s, strict=True)
             )
             print(f"{nb} {arm} pairs, restore/re-run ms: {pairs}", file=sys.stderr, flush=True)
+    if column:
+        ratios = ", ".join(f"{arm} {ratio:.2f}" for arm, ratio in column.items())
+        print(
+            f"\netl: bytes written by the cell that adds one column / that column's bytes: {ratios}"
+        )
 
 
 if __name__ == "__main__":

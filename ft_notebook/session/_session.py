@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ft_notebook._paths import checked_name
 from ft_notebook.exceptions import CheckpointNotFound, SnapshotError, StoreError
-from ft_notebook.session._capture import Capturer, VarEntry, versions
+from ft_notebook.session._capture import Capturer, versions
+from ft_notebook.session._format import FORMAT, check_versions, entry_from_json, entry_to_json
 from ft_notebook.session._namespace import (
     capture_rng,
     drop_unused_rng,
@@ -29,7 +30,6 @@ from ft_notebook.session._namespace import (
     inputs_of,
     user_variables,
 )
-from ft_notebook.session._objects import BufferRecord
 from ft_notebook.session._restore import RestoreReport, rebuild
 
 if TYPE_CHECKING:
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from ft_notebook.session._outcomes import SnapshotInfo
     from ft_notebook.store import CheckpointStore
 
-# 2: cells are keyed by kernel and count, protocol 5 buffers, replays fingerprinted
-FORMAT = 2
 logger = logging.getLogger(__name__)
 
 
@@ -153,7 +151,7 @@ class NotebookSession:
             "cell": cell,
             "time": now,
             "versions": versions(),
-            "variables": {n: _entry_to_json(e) for n, e in capture.entries.items()},
+            "variables": {n: entry_to_json(e) for n, e in capture.entries.items()},
             "modules": imported_modules(namespace),
             "cells": {c: self._cells[c] for c in sorted(needed)},
         }
@@ -250,8 +248,8 @@ class NotebookSession:
         except CheckpointNotFound:
             raise self._missing(label, notebook) from None
         manifest = raw.state
-        _check_versions(manifest)
-        entries = {n: _entry_from_json(n, v) for n, v in manifest["variables"].items()}
+        check_versions(manifest)
+        entries = {n: entry_from_json(n, v) for n, v in manifest["variables"].items()}
         wanted = list(entries) if names is None else list(names)
         unknown = [n for n in wanted if n not in entries]
         if unknown:
@@ -385,40 +383,6 @@ def _import_modules(modules: Mapping[str, str]) -> tuple[dict[str, Any], dict[st
         except Exception as e:  # any import-time failure: the module is what is lost
             missing[name] = f"import {module} failed: {type(e).__name__}: {e}"
     return found, missing
-
-
-def _check_versions(manifest: Mapping[str, Any]) -> None:
-    saved = manifest.get("versions", {})
-    now = versions(saved)
-    wrong = {k: (v, now.get(k)) for k, v in saved.items() if now.get(k) != v}
-    if manifest.get("format") != FORMAT or wrong:
-        detail = ", ".join(f"{k} {old} then, {new} now" for k, (old, new) in wrong.items())
-        raise SnapshotError(
-            f"Snapshot {manifest.get('name')!r} was taken with other versions "
-            f"({detail or 'format'}); loading its pickles here could go wrong silently, so "
-            f"nothing was restored. Restore it in an environment with the versions it names."
-        )
-
-
-def _entry_to_json(entry: VarEntry) -> dict[str, Any]:
-    raw = entry._asdict()
-    raw["buffers"] = {k: b._asdict() for k, b in entry.buffers.items()}
-    return raw
-
-
-def _entry_from_json(name: str, raw: Mapping[str, Any]) -> VarEntry:
-    buffers = {
-        k: BufferRecord(**{**b, "shape": tuple(b["shape"]), "chunks": tuple(b["chunks"])})
-        for k, b in raw.get("buffers", {}).items()
-    }
-    fields = {k: v for k, v in raw.items() if k not in ("buffers", "name", "refs", "out_of_band")}
-    return VarEntry(
-        name=name,
-        buffers=buffers,
-        refs=tuple(raw.get("refs", ())),
-        out_of_band=tuple(raw.get("out_of_band", ())),
-        **fields,
-    )
 
 
 def _unseen(why: str) -> str:

@@ -178,6 +178,19 @@ def test_a_snapshot_from_other_versions_is_refused(
     assert ns == {"x": "mine"}
 
 
+def test_a_snapshot_of_an_earlier_format_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nb = Notebook(tmp_path)
+    with monkeypatch.context() as m:  # as an earlier ft_notebook wrote it
+        m.setattr(_session, "FORMAT", 1)
+        nb.run("x = [1, 2]")
+    ns = {"x": "mine"}
+    with pytest.raises(SnapshotError, match=r"in format 1 .* reads format 2"):
+        nb.session.restore(ns)
+    assert ns == {"x": "mine"}
+
+
 def test_bad_inputs_change_nothing(tmp_path: Path) -> None:
     nb = Notebook(tmp_path)
     nb.run("x = 1")
