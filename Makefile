@@ -25,8 +25,12 @@ $(VENV)/.torch-installed: | $(PY)
 	$(PIP) install --quiet '$(TORCH_REQ)'
 	touch $@
 
+# ByzFL is the tests' reference for the robust aggregators. Without --no-deps it pulls
+# torchvision, which takes a multi-GB CUDA torch; its aggregators need only numpy,
+# scipy and torch, which are here.
 $(VENV)/.installed: pyproject.toml $(VENV)/.torch-installed
 	$(PIP) install --quiet -e '.[dev]'
+	$(PIP) install --quiet --no-deps 'byzfl==0.0.11'
 	touch $@
 
 install: $(VENV)/.installed

@@ -13,6 +13,7 @@ import typing
 # the package, import from ft_notebook.cluster (`from ft_notebook.cluster import x`).
 from ft_notebook.cluster import cluster, clusters, down
 from ft_notebook.exceptions import (
+    AggregationError,
     CheckpointCorrupt,
     CheckpointExists,
     CheckpointNotFound,
@@ -22,6 +23,7 @@ from ft_notebook.exceptions import (
     EventError,
     FTError,
     NoWorkers,
+    PlanError,
     RendezvousTimeout,
     RunFailed,
     SnapshotError,
@@ -40,6 +42,7 @@ if typing.TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AggregationError",
     "CheckpointCorrupt",
     "CheckpointExists",
     "CheckpointNotFound",
@@ -52,6 +55,7 @@ __all__ = [
     "FTError",
     "Health",
     "NoWorkers",
+    "PlanError",
     "RendezvousTimeout",
     "Run",
     "RunFailed",

@@ -18,6 +18,8 @@ these are raised only when the caller must act.
     │   ├── RunFailed
     │   └── RendezvousTimeout
     ├── EventError                  an event that cannot be encoded or decoded
+    ├── AggregationError            a robust aggregator whose condition does not hold
+    ├── PlanError                   checkpoint-planning inputs that make no sense
     └── UnsafeName                  a user-given name that cannot become a path
 """
 
@@ -109,6 +111,14 @@ class RendezvousTimeout(TrainingError):
 
 class EventError(FTError):
     """An event could not be encoded or decoded."""
+
+
+class AggregationError(FTError, ValueError):
+    """A robust aggregator asked to tolerate more bad workers than its rule can."""
+
+
+class PlanError(FTError, ValueError):
+    """A failure rate, save cost or target a checkpoint plan cannot use."""
 
 
 class UnsafeName(FTError, ValueError):

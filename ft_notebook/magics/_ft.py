@@ -36,6 +36,8 @@ _USAGE = """%ft SUBCOMMAND [options]      (%ft SUBCOMMAND --help for its options
   %ft cluster up|down|status|attach   your private Dask cluster
   %ft chaos kill|hang|resume WORKER|random   a failure drill on one worker
   %ft dashboard [RUN]         live health of a training run, or of the cluster
+  %ft plan --mtbf 6h --cost 2s [--restart 30s] [--rpo 10m] [--rto 30s]
+                              how often to checkpoint (Young, Daly) and the targets
 """
 
 
@@ -63,6 +65,14 @@ class _Parser:
                 parser.add_argument(*args, **kwargs)
             self._built = parser
         return self._built
+
+
+def duration(text: str) -> float:
+    """Seconds in "6h", "2s", "10m" (argparse shows "invalid duration value" on a
+    ValueError)."""
+    from ft_notebook.plan import parse_duration
+
+    return parse_duration(text)
 
 
 def _names(text: str) -> list[str]:
@@ -105,6 +115,14 @@ class FTMagics(Magics):
             "dashboard", "Live health of a run, or of the cluster.", self._dashboard, cell=False
         )
         p.add_argument("run", nargs="?", help="a run's name (default: the cluster)")
+        p = self._add(
+            "plan", "How often to checkpoint, from failures and save cost.", self._plan, cell=False
+        )
+        p.add_argument("--mtbf", type=duration, required=True, help="mean time between failures")
+        p.add_argument("--cost", type=duration, required=True, help="what one checkpoint costs")
+        p.add_argument("--restart", type=duration, default=0.0, help="what a restart costs")
+        p.add_argument("--rpo", type=duration, help="the most work a failure may lose")
+        p.add_argument("--rto", type=duration, help="the longest a recovery may take")
 
     def _add(self, name: str, description: str, handler: Handler, *, cell: bool) -> _Parser:
         parser = _Parser(name, description)
@@ -166,6 +184,12 @@ class FTMagics(Magics):
 
     def _status(self, args: argparse.Namespace, cell: str | None) -> None:
         _render.status(self.snapshots.status())
+
+    def _plan(self, args: argparse.Namespace, cell: str | None) -> None:
+        from ft_notebook.plan import plan
+
+        made = plan(args.mtbf, args.cost, args.restart, rpo=args.rpo, rto=args.rto)
+        print("ft: " + "\n    ".join(made.explain()))
 
     def _dashboard(self, args: argparse.Namespace, cell: str | None) -> Any:
         from ft_notebook.widgets import dashboard

@@ -162,12 +162,18 @@ def test_bad_inputs_get_clear_errors_and_change_nothing(notebook: KernelSession)
         ("%ft restore --vars 1x", "not variable names"),
         ("%ft frobnicate", "unknown subcommand 'frobnicate'"),
         ("%ft auto maybe", "invalid choice"),
+        ("%ft plan --mtbf 6x --cost 2s", "invalid duration value: '6x'"),
+        ("%ft plan --cost 2s", "the following arguments are required: --mtbf"),
+        ("%ft plan --mtbf 0s --cost 2s", "mtbf must be a positive number"),
     ]:
         result = nb.execute(line)
         assert result.status == "error", line
         assert result.error_name == "UsageError", (line, result.error_name)  # no traceback
         assert message in result.error_value, (line, result.error_value)
     assert nb.execute("print(x)").check().stdout.strip() == "2"
+    shown = nb.execute("%ft plan --mtbf 6h --cost 5m --restart 10m --rpo 30m").check().stdout
+    assert "Daly: τ = √(2δM)·[1 + ⅓√(δ/2M) + ⅑(δ/2M)] − δ = 56.7 min" in shown
+    assert "checkpoint every RPO − δ = 25 min" in shown
     help_text = nb.execute("%ft save --help").check().stdout
     assert "%ft save [--vars VARS] [name]" in help_text
     assert "%%ft" not in help_text

@@ -1,0 +1,287 @@
+"""The aggregation rules, each a small class over the stacked gradients of one step.
+
+Every rule takes an ``(n, d)`` tensor (one row per worker) and returns the ``d``-vector
+to apply, the same on every rank given the same rows (no randomness; ties go to the
+lowest worker index). Each checks its condition on ``n`` and ``f`` when called:
+the number of workers can fall during a run, and a rule that no longer bounds the
+bad workers' influence must say so, never quietly become something else.
+
+A NaN counts as +inf for the coordinate-wise rules (trimmed before any finite value),
+and a row with a NaN or an infinity lies infinitely far from the others for the
+distance-based ones (never selected, no weight). The mean has no such defence: it is
+the baseline that fails.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+
+from ft_notebook.exceptions import AggregationError
+
+
+class Aggregator(ABC):
+    """An aggregation rule tolerating ``f`` Byzantine workers among ``n``."""
+
+    name: str = ""
+    condition = ""  # as the error states it
+
+    def __init__(self, f: int = 0) -> None:
+        if not isinstance(f, int) or isinstance(f, bool) or f < 0:
+            raise AggregationError(
+                f"f (the Byzantine workers to tolerate) must be 0 or more, got {f!r}."
+            )
+        self.f = f
+
+    def __call__(self, grads: torch.Tensor) -> torch.Tensor:
+        if grads.dim() != 2 or grads.shape[0] == 0:
+            raise AggregationError(
+                f"{self.name} aggregates an (n, d) tensor of n >= 1 workers' gradients, "
+                f"got shape {tuple(grads.shape)}."
+            )
+        self.check(grads.shape[0])
+        return self.aggregate(grads)
+
+    def holds(self, n: int) -> bool:
+        """Whether the rule bounds ``f`` bad workers among ``n``."""
+        return True
+
+    def check(self, n: int) -> None:
+        if not self.holds(n):
+            raise AggregationError(
+                f"{self.name} with f={self.f} needs {self.condition}, but there are n={n} "
+                f"workers. Add workers, lower f, or choose a rule with a weaker condition "
+                f"(median or trimmed mean need only f < n/2)."
+            )
+
+    @abstractmethod
+    def aggregate(self, grads: torch.Tensor) -> torch.Tensor: ...
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({params})"
+
+    def params(self) -> dict[str, Any]:
+        return {"f": self.f}
+
+
+class Mean(Aggregator):
+    """The plain average: what all-reduce computes; no Byzantine tolerance at all."""
+
+    name = "mean"
+
+    def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
+        return grads.mean(dim=0)
+
+
+class Median(Aggregator):
+    """Coordinate-wise median (the mean of the two middle values for an even n)."""
+
+    name = "median"
+    condition = "f < n/2"
+
+    def holds(self, n: int) -> bool:
+        return 2 * self.f < n
+
+    def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
+        ordered = _sorted_extremes_last(grads)
+        n = grads.shape[0]
+        middle = ordered[(n - 1) // 2 : n // 2 + 1]
+        return middle.mean(dim=0)
+
+
+class TrimmedMean(Aggregator):
+    """Coordinate-wise mean of the values left once the ``f`` smallest and the ``f``
+    largest are dropped."""
+
+    name = "trimmed-mean"
+    condition = "f < n/2"
+
+    def holds(self, n: int) -> bool:
+        return 2 * self.f < n
+
+    def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
+        n = grads.shape[0]
+        return _sorted_extremes_last(grads)[self.f : n - self.f].mean(dim=0)
+
+
+class GeometricMedian(Aggregator):
+    """The point minimising the sum of distances to the rows, by smoothed Weiszfeld
+    iterations (Pillutla et al., RFA): ``iterations`` steps of re-weighting each row
+    by 1 / max(its distance, ``nu``), from ``start`` ("mean" of the finite rows, or
+    "zeros" as ByzFL starts)."""
+
+    name = "geometric-median"
+    condition = "f < n/2"
+
+    def __init__(
+        self, f: int = 0, *, nu: float = 0.1, iterations: int = 8, start: str = "mean"
+    ) -> None:
+        super().__init__(f)
+        if nu <= 0 or iterations < 1 or start not in ("mean", "zeros"):
+            raise AggregationError(
+                f"geometric-median needs nu > 0, iterations >= 1 and start 'mean' or "
+                f"'zeros'; got nu={nu!r}, iterations={iterations!r}, start={start!r}."
+            )
+        self.nu, self.iterations, self.start = nu, iterations, start
+
+    def params(self) -> dict[str, Any]:
+        return {"f": self.f, "nu": self.nu, "iterations": self.iterations, "start": self.start}
+
+    def holds(self, n: int) -> bool:
+        return 2 * self.f < n
+
+    def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
+        rows = grads[_finite_rows(grads)]
+        if rows.shape[0] == 0:
+            return torch.full_like(grads[0], float("nan"))
+        z = rows.mean(dim=0) if self.start == "mean" else torch.zeros_like(grads[0])
+        alpha = 1.0 / grads.shape[0]
+        for _ in range(self.iterations):
+            distance = torch.linalg.vector_norm(rows - z, dim=1).clamp_min(self.nu)
+            beta = alpha / distance
+            z = (rows * beta[:, None]).sum(dim=0) / beta.sum()
+        return z
+
+
+class Krum(Aggregator):
+    """The row closest to its n − f − 1 nearest others (Blanchard et al., 2017)."""
+
+    name = "krum"
+    condition = "n >= 2f + 3"
+
+    def holds(self, n: int) -> bool:
+        return n >= 2 * self.f + 3
+
+    def scores(self, grads: torch.Tensor) -> torch.Tensor:
+        """Per row: the mean squared distance to its n − f − 1 nearest other rows."""
+        n = grads.shape[0]
+        distances = _squared_distances(grads)
+        nearest = distances.sort(dim=1).values[:, 1 : n - self.f]  # column 0: itself
+        return nearest.mean(dim=1)
+
+    def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
+        return grads[_lowest(self.scores(grads), 1)[0]].clone()
+
+
+class MultiKrum(Krum):
+    """The mean of the ``m`` rows with the best Krum scores (default m = n − f)."""
+
+    name = "multi-krum"
+
+    def __init__(self, f: int = 0, *, m: int | None = None) -> None:
+        super().__init__(f)
+        if m is not None and m < 1:
+            raise AggregationError(f"multi-krum averages m >= 1 rows, got m={m!r}.")
+        self.m = m
+
+    def params(self) -> dict[str, Any]:
+        return {"f": self.f, "m": self.m}
+
+    def check(self, n: int) -> None:
+        super().check(n)
+        if self.m is not None and self.m > n - self.f:
+            raise AggregationError(
+                f"multi-krum with f={self.f} averages at most n - f = {n - self.f} rows "
+                f"of n={n}, not m={self.m}: lower m or f."
+            )
+
+    def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
+        m = grads.shape[0] - self.f if self.m is None else self.m
+        return grads[_lowest(self.scores(grads), m)].mean(dim=0)
+
+
+class CenteredClipping(Aggregator):
+    """Centered clipping (Karimireddy, He and Jaggi, 2021): from the previous step's
+    aggregate ``v``, ``iterations`` times v += mean(clip(x_i − v, tau)). The centre
+    carries over from step to step; with workers sending momentum (``momentum`` > 0
+    in training), it is the rule that holds against time-coupled attacks."""
+
+    name = "centered-clipping"
+    condition = "f < n/2"
+
+    def __init__(self, f: int = 0, *, tau: float = 100.0, iterations: int = 1) -> None:
+        super().__init__(f)
+        if tau <= 0 or iterations < 1:
+            raise AggregationError(
+                f"centered-clipping needs tau > 0 and iterations >= 1, got tau={tau!r}, "
+                f"iterations={iterations!r}."
+            )
+        self.tau, self.iterations = tau, iterations
+        self.center: torch.Tensor | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {"f": self.f, "tau": self.tau, "iterations": self.iterations}
+
+    def holds(self, n: int) -> bool:
+        return 2 * self.f < n
+
+    def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
+        v = torch.zeros_like(grads[0]) if self.center is None else self.center
+        finite = _finite_rows(grads)
+        rows = torch.where(finite[:, None], grads, v)  # a non-finite row moves nothing
+        for _ in range(self.iterations):
+            differences = rows - v
+            norms = torch.linalg.vector_norm(differences, dim=1)
+            scale = torch.clamp(self.tau / norms, max=1.0).nan_to_num(1.0)  # 0/0: no move
+            v = v + (differences * scale[:, None]).mean(dim=0)
+        self.center = v
+        return v
+
+
+class NearestNeighborMixing(Aggregator):
+    """NNM (Allouah et al., 2023) before another rule: each row is replaced by the mean
+    of its n − f nearest rows (itself included), then ``inner`` aggregates them."""
+
+    def __init__(self, inner: Aggregator) -> None:
+        super().__init__(inner.f)
+        self.inner = inner
+        self.name = f"nnm+{inner.name}"
+        self.condition = inner.condition
+
+    def params(self) -> dict[str, Any]:
+        return {"inner": self.inner}
+
+    def holds(self, n: int) -> bool:
+        return self.f < n and self.inner.holds(n)
+
+    def mix(self, grads: torch.Tensor) -> torch.Tensor:
+        n = grads.shape[0]
+        distances = _squared_distances(grads)
+        # stable: among equal distances the lower worker index comes first
+        nearest = distances.sort(dim=1, stable=True).indices[:, : n - self.f]
+        return grads[nearest].mean(dim=1)
+
+    def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
+        return self.inner.aggregate(self.mix(grads))
+
+
+def _finite_rows(grads: torch.Tensor) -> torch.Tensor:
+    return torch.isfinite(grads).all(dim=1)
+
+
+def _sorted_extremes_last(grads: torch.Tensor) -> torch.Tensor:
+    """Each column sorted, a NaN counted as +inf: at most f rows are bad, so those the
+    top trim of f drops include every NaN."""
+    if torch.isfinite(grads).all():
+        return grads.sort(dim=0).values
+    return grads.nan_to_num(nan=torch.inf, posinf=torch.inf, neginf=-torch.inf).sort(dim=0).values
+
+
+def _squared_distances(grads: torch.Tensor) -> torch.Tensor:
+    """Pairwise squared distances; a row with a non-finite value is infinitely far from
+    every other row (and at 0 from itself)."""
+    finite = _finite_rows(grads)
+    rows = torch.where(finite[:, None], grads, torch.zeros_like(grads))
+    distances = torch.cdist(rows, rows).pow(2)
+    far = ~(finite[:, None] & finite[None, :])
+    distances = distances.masked_fill(far, torch.inf)
+    distances.fill_diagonal_(0.0)
+    return distances
+
+
+def _lowest(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """Indices of the ``k`` lowest scores, ties to the lowest index."""
+    return scores.sort(stable=True).indices[:k]
