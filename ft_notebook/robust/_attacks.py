@@ -18,9 +18,11 @@ from ft_notebook.exceptions import AggregationError
 Attack = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def sign_flip(honest: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
-    """The opposite of its own gradient."""
-    return -own
+def sign_flip(scale: float = 4.0) -> Attack:
+    """Its own gradient, reversed and ``scale`` times as long. Reversed alone, f < n/2
+    attackers only slow the mean down ((n - 2f)/n of the step remains); at 4 times, one
+    of 4 turns it around, which is the attack the robust rules are there to stop."""
+    return lambda honest, own: -scale * own
 
 
 def scaled(factor: float = -10.0) -> Attack:
@@ -76,7 +78,7 @@ ATTACKS = ("sign-flip", "gaussian", "scaled", "alie", "ipm", "label-flip", "bit-
 def attack(name: str, n: int, f: int, **params: float) -> Attack:
     """The attack called ``name`` for ``f`` attackers among ``n`` workers."""
     if name == "sign-flip":
-        return sign_flip
+        return sign_flip(**params)
     if name == "gaussian":
         return gaussian(**params)  # type: ignore[arg-type]
     if name == "scaled":

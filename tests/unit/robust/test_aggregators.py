@@ -188,7 +188,8 @@ def test_the_attacks_do_what_they_say() -> None:
     torch.manual_seed(1)
     honest = torch.randn(6, 100)
     own = honest[0]
-    assert torch.equal(attack("sign-flip", 8, 2)(honest, own), -own)
+    assert torch.equal(attack("sign-flip", 8, 2)(honest, own), -4 * own)
+    assert torch.equal(attack("sign-flip", 8, 2, scale=1.0)(honest, own), -own)
     assert torch.equal(attack("scaled", 8, 2, factor=3.0)(honest, own), own * 3)
     ipm = attack("ipm", 8, 2, epsilon=0.5)(honest, own)
     assert torch.dot(ipm, honest.mean(0)) < 0
