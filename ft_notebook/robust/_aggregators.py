@@ -134,7 +134,8 @@ class GeometricMedian(Aggregator):
         return 2 * self.f < n
 
     def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
-        rows = grads[_finite_rows(grads)]
+        bad = _bad_rows(grads)
+        rows = grads[~bad] if bad.any() else grads  # a copy only when there is a bad row
         if rows.shape[0] == 0:
             return torch.full_like(grads[0], float("nan"))
         z = rows.mean(dim=0) if self.start == "mean" else torch.zeros_like(grads[0])
@@ -142,7 +143,7 @@ class GeometricMedian(Aggregator):
         for _ in range(self.iterations):
             distance = torch.linalg.vector_norm(rows - z, dim=1).clamp_min(self.nu)
             beta = alpha / distance
-            z = (rows * beta[:, None]).sum(dim=0) / beta.sum()
+            z = (beta @ rows) / beta.sum()
         return z
 
 
@@ -220,13 +221,14 @@ class CenteredClipping(Aggregator):
 
     def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
         v = torch.zeros_like(grads[0]) if self.center is None else self.center
-        finite = _finite_rows(grads)
-        rows = torch.where(finite[:, None], grads, v)  # a non-finite row moves nothing
+        bad = _bad_rows(grads)
+        rows = grads[~bad] if bad.any() else grads  # a non-finite row moves nothing
+        n = grads.shape[0]
         for _ in range(self.iterations):
             differences = rows - v
             norms = torch.linalg.vector_norm(differences, dim=1)
-            scale = torch.clamp(self.tau / norms, max=1.0).nan_to_num(1.0)  # 0/0: no move
-            v = v + (differences * scale[:, None]).mean(dim=0)
+            scale = torch.clamp(self.tau / norms, max=1.0)  # a zero norm: inf, clamped to 1
+            v = v + (scale @ differences) / n
         self.center = v
         return v
 
@@ -258,26 +260,26 @@ class NearestNeighborMixing(Aggregator):
         return self.inner.aggregate(self.mix(grads))
 
 
-def _finite_rows(grads: torch.Tensor) -> torch.Tensor:
-    return torch.isfinite(grads).all(dim=1)
-
-
 def _sorted_extremes_last(grads: torch.Tensor) -> torch.Tensor:
-    """Each column sorted, a NaN counted as +inf: at most f rows are bad, so those the
-    top trim of f drops include every NaN."""
-    if torch.isfinite(grads).all():
-        return grads.sort(dim=0).values
-    return grads.nan_to_num(nan=torch.inf, posinf=torch.inf, neginf=-torch.inf).sort(dim=0).values
+    """Each column sorted; torch sorts NaN after +inf, so a NaN is trimmed as the
+    largest value (at most f rows are bad: the top trim of f drops every NaN)."""
+    return grads.sort(dim=0).values
+
+
+def _bad_rows(grads: torch.Tensor) -> torch.Tensor:
+    """Rows holding a NaN or an infinity: their sum is not finite (one pass over the
+    data, no (n, d) mask; a finite row whose sum overflows is as bad)."""
+    return ~torch.isfinite(grads.sum(dim=1))
 
 
 def _squared_distances(grads: torch.Tensor) -> torch.Tensor:
     """Pairwise squared distances; a row with a non-finite value is infinitely far from
-    every other row (and at 0 from itself)."""
-    finite = _finite_rows(grads)
-    rows = torch.where(finite[:, None], grads, torch.zeros_like(grads))
-    distances = torch.cdist(rows, rows).pow(2)
-    far = ~(finite[:, None] & finite[None, :])
-    distances = distances.masked_fill(far, torch.inf)
+    every other row (and at 0 from itself). cdist gives such a row NaN distances, its
+    own among them: the diagonal tells which rows they are."""
+    distances = torch.cdist(grads, grads).pow(2)
+    bad = ~torch.isfinite(distances.diagonal())
+    if bad.any():
+        distances = distances.masked_fill(bad[:, None] | bad[None, :], torch.inf)
     distances.fill_diagonal_(0.0)
     return distances
 
