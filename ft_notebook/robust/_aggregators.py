@@ -197,18 +197,24 @@ class MultiKrum(Krum):
 class CenteredClipping(Aggregator):
     """Centered clipping (Karimireddy, He and Jaggi, 2021): from the previous step's
     aggregate ``v``, ``iterations`` times v += mean(clip(x_i − v, tau)). The centre
-    carries over from step to step; with workers sending momentum (``momentum`` > 0
-    in training), it is the rule that holds against time-coupled attacks."""
+    carries over from step to step; with workers sending momentum, it is the rule that
+    holds against time-coupled attacks.
+
+    ``tau="auto"`` (the default) clips at the median distance of the rows from the
+    centre, each iteration: a radius that follows the gradients' scale, so that the
+    far half is clipped whatever the model. A fixed radius must be tuned to it: the
+    100.0 of ByzFL's default clips nothing when gradients are of norm 1, and the
+    rule is then the mean."""
 
     name = "centered-clipping"
     condition = "f < n/2"
 
-    def __init__(self, f: int = 0, *, tau: float = 100.0, iterations: int = 1) -> None:
+    def __init__(self, f: int = 0, *, tau: float | str = "auto", iterations: int = 1) -> None:
         super().__init__(f)
-        if tau <= 0 or iterations < 1:
+        if (tau != "auto" and (isinstance(tau, str) or tau <= 0)) or iterations < 1:
             raise AggregationError(
-                f"centered-clipping needs tau > 0 and iterations >= 1, got tau={tau!r}, "
-                f"iterations={iterations!r}."
+                f"centered-clipping needs tau > 0 (or 'auto') and iterations >= 1, got "
+                f"tau={tau!r}, iterations={iterations!r}."
             )
         self.tau, self.iterations = tau, iterations
         self.center: torch.Tensor | None = None
@@ -227,7 +233,8 @@ class CenteredClipping(Aggregator):
         for _ in range(self.iterations):
             differences = rows - v
             norms = torch.linalg.vector_norm(differences, dim=1)
-            scale = torch.clamp(self.tau / norms, max=1.0)  # a zero norm: inf, clamped to 1
+            tau = norms.median() if self.tau == "auto" else self.tau
+            scale = torch.clamp(tau / norms, max=1.0)  # a zero norm: inf, clamped to 1
             v = v + (scale @ differences) / n
         self.center = v
         return v

@@ -98,6 +98,17 @@ def test_each_rule_against_its_definition_on_hand_made_rows() -> None:
     assert aggregator("multi-krum", 1)(x).tolist() == [2.5, 25.0]  # m = n - f = 4: rows 0-3
 
 
+def test_centered_clipping_by_default_clips_at_the_median_distance() -> None:
+    torch.manual_seed(3)
+    good = torch.randn(6, 50) * 0.1 + 1.0
+    rows = torch.cat([good, torch.full((2, 50), -30.0)])  # 2 of 8 far off, norm ~ 212
+    auto = aggregator("centered-clipping", 2, iterations=3)(rows)
+    assert torch.allclose(auto, good.mean(0), atol=0.35), auto.mean()
+    # a fixed radius far above the gradients' scale clips nothing: the mean
+    fixed = aggregator("centered-clipping", 2, tau=1000.0, iterations=3)(rows)
+    assert torch.allclose(fixed, rows.mean(0), atol=1e-4)
+
+
 def test_ties_go_to_the_lowest_index() -> None:
     x = torch.tensor([[0.0, 1.0], [1.0, 0.0], [0.0, -1.0], [-1.0, 0.0], [0.0, 0.0]])
     # rows 0-3 are at the same distances from the others: row 4 (the centre) wins Krum
