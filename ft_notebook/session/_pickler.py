@@ -44,6 +44,7 @@ import xxhash
 from ft_notebook.session import _reducers
 from ft_notebook.session._namespace import describe
 from ft_notebook.session._objects import CHUNK, BufferRecord, digest_of
+from ft_notebook.store._io import run_all
 
 # Arrays smaller than this stay inside the pickle: a record costs more than it saves.
 INLINE_BYTES = 4096
@@ -166,9 +167,11 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
         self, obj: Any, kind: str, data: memoryview, dtype: str, extra: dict[str, Any]
     ) -> str:
         chunks = []
-        for start in range(0, data.nbytes, CHUNK):
-            piece = data[start : start + CHUNK]
-            d = digest_of(piece)
+        pieces = [data[start : start + CHUNK] for start in range(0, data.nbytes, CHUNK)]
+        # xxh3 releases the GIL: a buffer of several chunks is hashed on every core,
+        # which is most of the pause a snapshot of a big frame costs
+        digests = run_all(digest_of, pieces) if len(pieces) > 1 else [digest_of(p) for p in pieces]
+        for piece, d in zip(pieces, digests, strict=True):
             if d == _zeros_digest(piece.nbytes):
                 chunks.append("")
             else:
