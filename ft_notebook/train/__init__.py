@@ -14,18 +14,14 @@ checkpoints (:mod:`._durable`), and report back through the scheduler's event lo
 from __future__ import annotations
 
 from ft_notebook.train._run import Run, attach, fit, format_run, runs
-from ft_notebook.train._sharding import DataCursor, Shard, advance, epoch_order, sample_rng, shard
+from ft_notebook.train._sharding import DataCursor, epoch_order
 
 __all__ = [
     "DataCursor",
     "Run",
-    "Shard",
-    "advance",
     "attach",
     "epoch_order",
     "fit",
     "format_run",
     "runs",
-    "sample_rng",
-    "shard",
 ]

@@ -108,16 +108,21 @@ class RankState:
 
         assert self.gen is not None
         device = self.trainer.device
-        payload = self._state_bytes() if self.gen.rank == sender else b""
+        sending = self.gen.rank == sender
+        payload = self._state_bytes() if sending else b""
         size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
         self._broadcast(size, sender, "sending the state's size")
         data = torch.empty(int(size[0]), dtype=torch.uint8, device=device)
-        if self.gen.rank == sender:
+        if sending:
             data.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
         self._broadcast(data, sender, "sending the state")
-        if self.gen.rank != sender:
+        # what the sender vouches for, so that an exact copy is vouched for too: the
+        # members that took it may outlive the sender before the group checks them
+        claim = self.check.claim(self.step, self.trainer, sending)
+        self._broadcast(claim, sender, "sending what the sender vouches for")
+        if not sending:
             self._load_state_bytes(data.cpu().numpy().tobytes())
-            self.check.forget()  # a peer's state: vouched for only once the group checks it
+            self.check.received(self.trainer, claim)
 
     def _verify(self, when: str) -> Verdict:
         """The members hold one state that one of them can vouch for (see

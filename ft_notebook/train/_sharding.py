@@ -1,13 +1,12 @@
 """Which samples each rank trains on, so that no sample is lost or used twice.
 
 Every epoch has one seeded global order of the dataset. A run's progress through it
-is a single :class:`DataCursor` that moves only when a step commits. Each step takes
-the next ``global_batch`` samples of the order and splits them among the ranks that
-are alive at that step boundary; so when a worker dies mid-step, the uncommitted
-step is simply taken again by the survivors, and within an epoch every sample is
-used exactly once whatever the world size does. Each rank's share is also its weight
-in the gradient average. Randomness of a sample (augmentation) is keyed by seed,
-epoch and index, never by rank, so it does not change when the world does.
+is a :class:`DataCursor` given by its step alone (``Trainer.cursor``): step k of an
+epoch takes samples k·batch to (k+1)·batch of the order, and a step that dies before
+it commits is taken again, whole, by the ranks alive at the next step boundary. So
+within an epoch every sample is used exactly once whatever the world size does. The
+trainer cuts a step's samples with :func:`split` and :func:`split_chunks`
+(``Trainer.slices``); each piece's share of the step is its weight in the sum.
 """
 
 from __future__ import annotations
@@ -27,23 +26,10 @@ class DataCursor:
     position: int = 0
 
 
-@dataclass(frozen=True)
-class Shard:
-    """One rank's part of one step."""
-
-    indices: np.ndarray  # dataset indices, in the epoch's order
-    weight: float  # its share of the step's samples (the weights of a step sum to 1)
-
-
 def epoch_order(seed: int, epoch: int, size: int) -> np.ndarray:
     """The epoch's permutation of ``range(size)``: the same on every rank and restart."""
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch])))
     return rng.permutation(size)
-
-
-def sample_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
-    """The random generator of one sample in one epoch (for augmentation)."""
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, index, 1])))
 
 
 def split(batch: int, world: int) -> list[tuple[int, int]]:
@@ -60,25 +46,10 @@ def split(batch: int, world: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def shard(order: np.ndarray, cursor: DataCursor, global_batch: int, rank: int, world: int) -> Shard:
-    """Rank ``rank``'s samples of the step that starts at ``cursor``."""
-    start = cursor.position
-    stop = min(start + global_batch, len(order))
-    if start >= stop:
-        raise TrainingError(
-            f"The cursor is at sample {start} of an epoch of {len(order)}: the epoch is "
-            f"over; advance() moves to the next one."
-        )
-    lo, hi = split(stop - start, world)[rank]
-    return Shard(order[start + lo : start + hi], (hi - lo) / (stop - start))
-
-
-def advance(cursor: DataCursor, global_batch: int, size: int) -> DataCursor:
-    """The cursor after the step at ``cursor`` committed."""
-    position = min(cursor.position + global_batch, size)
-    if position >= size:
-        return DataCursor(cursor.epoch + 1, 0)
-    return DataCursor(cursor.epoch, position)
+def split_chunks(n: int, chunk: int) -> list[tuple[int, int]]:
+    """Cut ``n`` samples into chunks of ``chunk`` (the last one shorter): the fixed
+    pieces a deterministic run sums in the same order whatever the world size."""
+    return [(start, min(start + chunk, n)) for start in range(0, n, chunk)]
 
 
 def check_batch(global_batch: int, max_world: int, size: int) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ft_notebook.train._sharding import DataCursor, epoch_order, split
+from ft_notebook.train._sharding import DataCursor, epoch_order, split, split_chunks
 from ft_notebook.train._spec import FitSpec, steps_per_epoch
 
 
@@ -112,31 +112,22 @@ class Trainer:
 
         indices = self.step_indices(step)
         n = len(indices)
+        slices = self.slices(n, rank, world, parts)
         if self.spec.deterministic:
-            chunk = self.spec.chunk
-            bounds = [(s, min(s + chunk, n)) for s in range(0, n, chunk)]
-            mine = split(len(bounds), world)[rank]
-            rows = torch.zeros(len(bounds), self.numel + 1, dtype=torch.float64, device=self.device)
-            for c in range(*mine):
-                lo, hi = bounds[c]
+            chunks = len(split_chunks(n, self.spec.chunk))
+            rows = torch.zeros(chunks, self.numel + 1, dtype=torch.float64, device=self.device)
+            for c, lo, hi in slices:
                 self._backward(indices[lo:hi], (hi - lo) / n, step, c, rows[c])
             return rows
         if not self.spec.float64_sums:
-            lo, hi = split(n, world)[rank]
             flat = self._flat_gradients()
-            if hi > lo:
-                self._backward(indices[lo:hi], (hi - lo) / n, step, rank, flat)
+            for slot, lo, hi in slices:
+                self._backward(indices[lo:hi], (hi - lo) / n, step, slot, flat)
             return flat
-        parts = max(parts, world)
-        bounds = split(n, parts)
-        first, stop = split(parts, world)[rank]
         if self._total is None:  # the float64 buffer the parts are summed in, all-reduced
             self._total = torch.empty(self.numel + 1, dtype=torch.float64, device=self.device)
         total, written = self._total, False
-        for part in range(first, stop):
-            lo, hi = bounds[part]
-            if hi <= lo:
-                continue
+        for part, lo, hi in slices:
             flat = self._flat_gradients()
             self._backward(indices[lo:hi], (hi - lo) / n, step, part, flat)
             if written:
@@ -147,6 +138,24 @@ class Trainer:
         if not written:  # every part of this rank was empty (a short last batch)
             total.zero_()
         return total
+
+    def slices(self, n: int, rank: int, world: int, parts: int = 0) -> list[tuple[int, int, int]]:
+        """(slot, start, stop) of the ``n`` samples of a step that ``rank`` of ``world``
+        computes, non-empty, in order. A slot is what its gradient is seeded and
+        summed by: a fixed-size chunk (deterministic), a part of the batch cut into
+        ``max(parts, world)`` (float64 sums), or the rank itself (plain float32).
+        Over the ranks of a world, the slices cover the step's samples exactly once."""
+        if self.spec.deterministic:
+            bounds = split_chunks(n, self.spec.chunk)
+            first, stop = split(len(bounds), world)[rank]
+            return [(c, *bounds[c]) for c in range(first, stop)]
+        if not self.spec.float64_sums:
+            lo, hi = split(n, world)[rank]
+            return [(rank, lo, hi)] if hi > lo else []
+        parts = max(parts, world)
+        bounds = split(n, parts)
+        first, stop = split(parts, world)[rank]
+        return [(p, *bounds[p]) for p in range(first, stop) if bounds[p][1] > bounds[p][0]]
 
     def _flat_gradients(self) -> Any:
         """The zeroed flat buffer, with every parameter's ``.grad`` a view into it.

@@ -12,7 +12,8 @@ change of group, and before a run may end COMPLETED, the members check that
   members by one all-reduce of it and its negation (MAX): equal means max = min;
 - some member can *vouch* for it: the state is the one it committed itself (its
   sampled fingerprint is still the one recorded at the commit), or one read from a
-  durable checkpoint whose hashes the store verified, or the run's first state.
+  durable checkpoint whose hashes the store verified, or an exact copy (by the full
+  fingerprint) of a state its sender vouched for, or the run's first state.
 
 When they differ, every member takes the state of the lowest rank that vouches,
 which is reported (a ``state-repaired`` event); when nobody vouches, or the states
@@ -102,8 +103,30 @@ class StateCheck:
         self._vouched = (step, sampled_fingerprint(trainer))
 
     def forget(self) -> None:
-        """The state came from elsewhere (a peer): not ours to vouch for until checked."""
+        """The state came from elsewhere, unchecked: not ours to vouch for."""
         self._vouched = None
+
+    def claim(self, step: int, trainer: Any, sending: bool) -> Any:
+        """What a state's sender vouches for, as one tensor every member broadcasts:
+        [1, step, full fingerprint] if the sender vouches for its state, zeros if not
+        (a receiver passes zeros of the same length, to be overwritten)."""
+        import torch
+
+        out = torch.zeros(SLOTS + 3, dtype=torch.float64, device=trainer.device)
+        if sending and self.vouches(step, trainer):
+            out[0], out[1] = 1.0, float(step)
+            out[2:] = fingerprint(trainer)
+        return out
+
+    def received(self, trainer: Any, claim: Any) -> None:
+        """A peer's state was loaded: vouched for if the sender vouched for it and the
+        copy's full fingerprint is the sender's, else not ours to vouch for."""
+        import torch
+
+        if float(claim[0]) > 0 and torch.equal(fingerprint(trainer), claim[2:]):
+            self._vouched = (int(claim[1]), sampled_fingerprint(trainer))
+        else:
+            self._vouched = None
 
     def vouches(self, step: int, trainer: Any) -> bool:
         import torch

@@ -578,6 +578,40 @@ def test_a_member_holding_another_state_takes_a_vouched_one_and_says_so() -> Non
     assert torch.equal(fingerprint(ranks[0].trainer), fingerprint(ranks[2].trainer))
 
 
+def test_an_exact_copy_of_a_vouched_state_is_vouched_for_by_whoever_took_it() -> None:
+    # ranks 1 and 2 take rank 0's state; if rank 0 is then lost before the group
+    # checks, they must still vouch for it (a drill failed with "none of them holds a
+    # state it committed itself" after exactly that)
+    ranks = _trio_ranks()
+    with torch.no_grad():
+        for r in ranks[1:]:
+            next(r.trainer.model.parameters()).add_(1e-3)
+            r.check.forget()
+    _each(lambda r: r._send_state(0), ranks)
+    assert all(r.check.vouches(3, r.trainer) for r in ranks)
+    # a copy of a state the sender does not vouch for is vouched for by nobody
+    ranks = _trio_ranks()
+    ranks[0].check.forget()
+    _each(lambda r: r._send_state(0), ranks)
+    assert not any(r.check.vouches(3, r.trainer) for r in ranks[1:])
+
+
+def test_a_copy_that_differs_from_what_its_sender_vouched_for_is_not_vouched() -> None:
+    spec = _spec(regression_problem(size=64, batch=24))
+    sender, taker = Trainer(spec, torch.device("cpu")), Trainer(spec, torch.device("cpu"))
+    sender.apply(sender.reduce_rows(sender.local_gradients(0, 0, 1)))
+    check = StateCheck()
+    check.committed(1, sender)
+    claim = check.claim(1, sender, sending=True)
+    mine = StateCheck()
+    mine.received(taker, claim)  # the taker never loaded the sender's state
+    assert not mine.vouches(1, taker)
+    taker.model.load_state_dict(sender.model.state_dict())
+    taker.optimizer.load_state_dict(sender.optimizer.state_dict())
+    mine.received(taker, claim)
+    assert mine.vouches(1, taker)
+
+
 def test_states_nobody_can_vouch_for_fail_the_check_on_every_member() -> None:
     ranks = _trio_ranks()
     for r in ranks:
