@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -193,8 +194,9 @@ class Rebuilder:
 
     def close_scratch(self, kept: Mapping[str, Any]) -> None:
         """Close the files replays and their input copies opened and nothing kept: a
-        replay reopens every file its cell opened, restored or not."""
-        keep = {id(v) for v in kept.values()} | {id(v) for v in self._base.values()}
+        replay reopens every file its cell opened, restored or not. A file a restored
+        generator reads from is kept open (it is in the generator's frame)."""
+        keep = _held(list(kept.values())) | {id(v) for v in self._base.values()}
         spaces = [s for s in self._replayed_cells.values() if isinstance(s, dict)]
         for copies in self._copies:
             copies.close_scratch(kept)
@@ -203,6 +205,18 @@ class Rebuilder:
             for value in space.values():
                 if isinstance(value, io.IOBase) and id(value) not in keep:
                     value.close()
+
+
+def _held(values: list[Any], depth: int = 3) -> set[int]:
+    """The ids of ``values`` and of what their generators' frames hold, a few levels
+    down (a generator over a file, a generator over that generator)."""
+    held = {id(v) for v in values}
+    if depth:
+        for v in values:
+            frame = getattr(v, "gi_frame", None) if isinstance(v, types.GeneratorType) else None
+            if frame is not None:
+                held |= _held(list(frame.f_locals.values()), depth - 1)
+    return held
 
 
 class _Lost(Exception):

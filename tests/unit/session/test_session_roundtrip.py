@@ -116,6 +116,23 @@ def test_handles_are_stored_and_generators_replayed_with_their_random_state(
     nb.ns["fh"].close()
 
 
+def test_a_replayed_generator_over_a_file_its_cell_opened_can_still_read_it(
+    tmp_path: Path,
+) -> None:
+    nb = Notebook(tmp_path)
+    nb.ns["path"] = str(tmp_path / "rows.txt")
+    (tmp_path / "rows.txt").write_text("a\nb\nc\n")
+    nb.run("fh = open(path)\nrows = (line.strip() for line in fh)")
+    ns, report = nb.crash_and_restore()
+    assert report.replayed == ["rows"], report
+    own = ns["rows"].gi_frame.f_locals[".0"]  # the file the replayed cell opened
+    assert not own.closed
+    assert list(ns["rows"]) == ["a", "b", "c"]
+    assert ns["fh"].readline() == "a\n"  # the restored handle, apart from it
+    for f in (own, ns["fh"], nb.ns["fh"]):
+        f.close()
+
+
 def test_a_replayed_cell_gets_numpys_unseeded_global_state_back(tmp_path: Path) -> None:
     nb = Notebook(tmp_path)
     nb.run("import numpy as np")  # numpy.random not imported yet: no seed anywhere
