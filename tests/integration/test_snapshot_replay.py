@@ -3,8 +3,6 @@ it is checked, and what it cannot bring back is reported, never restored wrong."
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,17 +12,6 @@ from ft_notebook.testing import NAMESPACE_HASHES, KernelSession, parse_hashes
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def nb(tmp_path: Path) -> Iterator[KernelSession]:
-    env = dict(os.environ, JPY_SESSION_NAME=str(tmp_path / "replay.ipynb"))
-    session = KernelSession(tmp_path / "kernel.log", cwd=tmp_path, env=env).start()
-    session.execute("%load_ext ft_notebook").check()
-    try:
-        yield session
-    finally:
-        session.shutdown()
-
-
 def _restart(nb: KernelSession) -> str:
     nb.kill()
     nb.start()
@@ -32,7 +19,8 @@ def _restart(nb: KernelSession) -> str:
     return nb.execute("%ft restore").check().stdout
 
 
-def test_a_replay_finds_its_cell_across_saves_reruns_and_restores(nb: KernelSession) -> None:
+def test_a_replay_finds_its_cell_across_saves_reruns_and_restores(notebook: KernelSession) -> None:
+    nb = notebook
     nb.execute("import numpy as np\nrng = np.random.default_rng(11)").check()
     nb.execute("%ft save").check()
     stream_cell = "stream = (round(float(v), 12) for v in rng.random(4))"
@@ -57,8 +45,9 @@ def test_a_replay_finds_its_cell_across_saves_reruns_and_restores(nb: KernelSess
 
 
 def test_a_replay_that_reads_a_changed_file_is_reported_not_restored(
-    nb: KernelSession, tmp_path: Path
+    notebook: KernelSession, tmp_path: Path
 ) -> None:
+    nb = notebook
     (tmp_path / "data.txt").write_text("a\nb\nc\n")
     nb.execute("import pathlib").check()
     nb.execute("feed = (line for line in pathlib.Path('data.txt').read_text().split())").check()
@@ -69,7 +58,8 @@ def test_a_replay_that_reads_a_changed_file_is_reported_not_restored(
     assert "feed" not in nb.execute("print(sorted(globals()))").check().stdout
 
 
-def test_status_lists_what_is_replayed_and_what_is_not_protected(nb: KernelSession) -> None:
+def test_status_lists_what_is_replayed_and_what_is_not_protected(notebook: KernelSession) -> None:
+    nb = notebook
     nb.execute("import threading\nworker = threading.Thread(target=print)").check()
     nb.execute("squares = (i * i for i in range(5))").check()
     saved = nb.execute("%ft save").check().stdout

@@ -8,10 +8,7 @@ a SQLite dump...), never by ft_notebook's fingerprints.
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -21,17 +18,6 @@ from ft_notebook.testing._zoo import ETL_NOTEBOOK, ZOO, available
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MODES = ("explicit", "auto")
-
-
-@pytest.fixture
-def kernel(tmp_path: Path) -> Iterator[KernelSession]:
-    env = dict(os.environ, JPY_SESSION_NAME=str(tmp_path / "zoo.ipynb"))
-    session = KernelSession(tmp_path / "kernel.log", cwd=tmp_path, env=env).start()
-    session.execute("%load_ext ft_notebook").check()
-    try:
-        yield session
-    finally:
-        session.shutdown()
 
 
 def _run(kernel: KernelSession, cells: list[str], mode: str) -> str:
@@ -74,7 +60,8 @@ def test_the_zoo_has_at_least_40_kinds_from_12_libraries() -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_every_zoo_kind_comes_back_equal(kernel: KernelSession, mode: str) -> None:
+def test_every_zoo_kind_comes_back_equal(notebook: KernelSession, mode: str) -> None:
+    kernel = notebook
     kinds = available()
     saved = _run(kernel, [k.code for k in kinds], mode)
     before = parse_hashes(kernel.execute(NAMESPACE_HASHES, silent=True).check().stdout)
@@ -87,7 +74,8 @@ def test_every_zoo_kind_comes_back_equal(kernel: KernelSession, mode: str) -> No
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_an_etl_notebook_comes_back_equal(kernel: KernelSession, mode: str) -> None:
+def test_an_etl_notebook_comes_back_equal(notebook: KernelSession, mode: str) -> None:
+    kernel = notebook
     saved = _run(kernel, list(ETL_NOTEBOOK), mode)
     assert "kept by replaying" not in saved, saved
     assert "NOT protected" not in saved, saved
