@@ -48,6 +48,23 @@ _LOCK = threading.Lock()
 _PROGRESS_EVERY_S = 0.25
 #: Finished actors kept per worker for their logs and final states.
 _KEEP_FINISHED = 8
+_TORCH_IMPORTS = threading.Lock()
+
+
+def import_lazy_torch() -> None:
+    """Import what torch would otherwise import on first use, once, before a run's
+    threads exist.
+
+    An optimizer's first ``state_dict``, ``zero_grad`` or ``step`` imports
+    ``torch._dynamo`` (a second or so of circular imports). When two threads of a rank
+    make that first use at once (the step and a checkpoint's ``state_dict``), the
+    import system raises ``_DeadlockError`` or hands one of them the half-built module:
+    drills on a plain LocalCluster, whose workers do not preload torch, failed at step 0
+    that way. The lock keeps two actors starting on one worker from racing the same way.
+    """
+    with _TORCH_IMPORTS:
+        import torch._dynamo  # noqa: F401
+        import torch.optim  # noqa: F401
 
 
 @atexit.register  # before CUDA's own exit handlers, as _groups does for retired groups
@@ -216,6 +233,7 @@ class RankActor(RankState, threading.Thread):
         return float((getattr(self, "spec", None) and self.spec.group_timeout_s) or 30.0)
 
     def _main(self) -> None:
+        import_lazy_torch()
         import cloudpickle
         import torch
 
