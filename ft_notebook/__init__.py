@@ -20,12 +20,17 @@ from ft_notebook.exceptions import (
     ClusterError,
     ClusterUnreachable,
     ConfigError,
+    DeadlineExceeded,
     EventError,
     FTError,
+    InputRejected,
     NoWorkers,
+    Overloaded,
     PlanError,
     RendezvousTimeout,
     RunFailed,
+    ServeError,
+    ServiceUnavailable,
     SnapshotError,
     StoreError,
     StoreUnsafe,
@@ -35,6 +40,7 @@ from ft_notebook.exceptions import (
 
 if typing.TYPE_CHECKING:
     from ft_notebook.events import Event, Health, RunState, history, publish, subscribe
+    from ft_notebook.serve import Answer, Service, serve, service, services
     from ft_notebook.store import CheckpointStore
     from ft_notebook.train import Run, fit, runs
     from ft_notebook.widgets import dashboard
@@ -43,6 +49,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AggregationError",
+    "Answer",
     "CheckpointCorrupt",
     "CheckpointExists",
     "CheckpointNotFound",
@@ -50,16 +57,22 @@ __all__ = [
     "ClusterError",
     "ClusterUnreachable",
     "ConfigError",
+    "DeadlineExceeded",
     "Event",
     "EventError",
     "FTError",
     "Health",
+    "InputRejected",
     "NoWorkers",
+    "Overloaded",
     "PlanError",
     "RendezvousTimeout",
     "Run",
     "RunFailed",
     "RunState",
+    "ServeError",
+    "Service",
+    "ServiceUnavailable",
     "SnapshotError",
     "StoreError",
     "StoreUnsafe",
@@ -76,6 +89,9 @@ __all__ = [
     "load_ipython_extension",
     "publish",
     "runs",
+    "serve",
+    "service",
+    "services",
     "subscribe",
     "unload_ipython_extension",
 ]
@@ -131,6 +147,10 @@ def __getattr__(name: str) -> object:
         from ft_notebook.widgets import dashboard
 
         return dashboard
+    if name in ("Answer", "Service", "serve", "service", "services"):
+        import ft_notebook.serve as serving
+
+        return getattr(serving, name)
     if name in ("Run", "fit", "runs"):
         import ft_notebook.train as train
 

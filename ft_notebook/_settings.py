@@ -54,6 +54,23 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class ServeConfig:
+    """``ft-notebook.serve``: routing, health checks and limits of ``ft.serve``."""
+
+    health_interval_s: float = 0.2
+    health_timeout_s: float = 0.5
+    deadline_s: float = 10.0
+    retries: int = 2
+    retry_budget: float = 0.2
+    hedge_budget: float = 0.05
+    hedge_after_min_s: float = 0.005
+    breaker_failures: int = 3
+    breaker_open_s: float = 1.0
+    max_queue: int = 256
+    warmup_timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     """``ft-notebook.server``: the Jupyter server extension."""
 
@@ -69,3 +86,4 @@ class FTConfig:
     cluster: ClusterConfig
     server: ServerConfig
     train: TrainConfig = TrainConfig()
+    serve: ServeConfig = ServeConfig()

@@ -62,6 +62,7 @@ def load_config() -> FTConfig:
         ClusterConfig,
         EventsConfig,
         FTConfig,
+        ServeConfig,
         ServerConfig,
         TrainConfig,
     )
@@ -91,6 +92,19 @@ def load_config() -> FTConfig:
             first_steps_floor_s=_duration(s, "train.first-steps-floor"),
             nonfinite_limit=_workers_like(s, "train.nonfinite-limit"),
             float64_sums=_bool(s, "train.float64-sums"),
+        ),
+        serve=ServeConfig(
+            health_interval_s=_duration(s, "serve.health-interval"),
+            health_timeout_s=_duration(s, "serve.health-timeout"),
+            deadline_s=_duration(s, "serve.deadline"),
+            retries=_count(s, "serve.retries"),
+            retry_budget=_fraction(s, "serve.retry-budget"),
+            hedge_budget=_fraction(s, "serve.hedge-budget"),
+            hedge_after_min_s=_duration(s, "serve.hedge-after-min"),
+            breaker_failures=_workers_like(s, "serve.breaker-failures"),
+            breaker_open_s=_duration(s, "serve.breaker-open"),
+            max_queue=_workers_like(s, "serve.max-queue"),
+            warmup_timeout_s=_duration(s, "serve.warmup-timeout"),
         ),
     )
 
@@ -301,6 +315,20 @@ def _workers_like(section: Mapping[str, Any], key: str) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     raise ConfigError(f"ft-notebook.{key}", value, expected="a whole number >= 1")
+
+
+def _count(section: Mapping[str, Any], key: str) -> int:
+    value = _get(section, key)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ConfigError(f"ft-notebook.{key}", value, expected="a whole number >= 0")
+
+
+def _fraction(section: Mapping[str, Any], key: str) -> float:
+    value = _get(section, key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
+        return float(value)
+    raise ConfigError(f"ft-notebook.{key}", value, expected="a fraction from 0 to 1")
 
 
 def _workers(section: Mapping[str, Any], key: str) -> int | None:

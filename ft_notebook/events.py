@@ -50,6 +50,8 @@ __all__ = [
     "Health",
     "HealthChanged",
     "RecoveryCompleted",
+    "ReplicaLost",
+    "ReplicaReady",
     "RolledBack",
     "RunProgress",
     "RunState",
@@ -64,6 +66,7 @@ __all__ = [
     "history",
     "publish",
     "run_topic",
+    "service_topic",
     "session_topic",
     "subscribe",
 ]
@@ -121,6 +124,11 @@ def session_topic() -> str:
 def run_topic(run: str) -> str:
     """Everything that happens to one training run."""
     return f"{TOPIC_PREFIX}.run.{checked_name(run, 'run name')}"
+
+
+def service_topic(service: str) -> str:
+    """Everything that happens to one service and its replicas."""
+    return f"{TOPIC_PREFIX}.service.{checked_name(service, 'service name')}"
 
 
 @dataclass(frozen=True)
@@ -333,6 +341,28 @@ class SnapshotCommitted(EventPayload):
     nbytes: int
     variables: int
     lost: tuple[str, ...] = ()
+
+
+@event_kind("replica-ready")
+@dataclass(frozen=True)
+class ReplicaReady(EventPayload):
+    """A replica built its model, passed its health check and takes requests."""
+
+    replica: str
+    worker: str
+    address: str
+    warmup_s: float = 0.0
+
+
+@event_kind("replica-lost")
+@dataclass(frozen=True)
+class ReplicaLost(EventPayload):
+    """A replica stopped taking requests: its worker left, or it failed to start."""
+
+    replica: str
+    worker: str
+    address: str
+    cause: str = ""
 
 
 def publish(

@@ -109,6 +109,26 @@ class RendezvousTimeout(TrainingError):
     """Workers did not all arrive at a rendezvous in time."""
 
 
+class ServeError(FTError):
+    """A service could not be started, reached or changed."""
+
+
+class ServiceUnavailable(ServeError):
+    """No replica of a service can answer and it has no fallback."""
+
+
+class Overloaded(ServeError):
+    """A service's queue is full: the request was refused at once, not queued."""
+
+
+class DeadlineExceeded(ServeError, TimeoutError):
+    """No replica answered a request within its deadline."""
+
+
+class InputRejected(ServeError, ValueError):
+    """The model raised on this input: the caller's error, not retried elsewhere."""
+
+
 class EventError(FTError):
     """An event could not be encoded or decoded."""
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ft_notebook.cluster._api import (
     attach,
+    client_for,
     cluster,
     clusters,
     connect,
@@ -40,6 +41,7 @@ __all__ = [
     "ClusterInfo",
     "WorkerStatus",
     "attach",
+    "client_for",
     "cluster",
     "clusters",
     "connect",

@@ -271,6 +271,34 @@ def install_plugins(client: Client) -> None:
         ) from e
 
 
+def client_for(target: Any) -> Client:
+    """The Client a feature (fit, serve) uses for its ``cluster=``: a Client, a scheduler
+    address or file, or a cluster name, with the plugins installed; by default this
+    process's default Client when it is connected to one of your clusters (so that
+    calls do not open a new connection each), else your own cluster."""
+    from distributed import Client
+
+    if isinstance(target, Client):
+        return attach(target)
+    if target is None:
+        current = _default_client()
+        return attach(current) if current is not None else cluster()
+    return attach(target)
+
+
+def _default_client() -> Client | None:
+    from distributed import default_client
+
+    try:
+        client = default_client()
+    except ValueError:
+        return None
+    if client.status != "running":
+        return None
+    address = client.scheduler.address
+    return client if any(c.address == address for c in clusters()) else None
+
+
 def clusters() -> list[ClusterInfo]:
     """Your running clusters (entries of dead ones are pruned on the way)."""
     return _registry().list()

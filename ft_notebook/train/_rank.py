@@ -63,7 +63,7 @@ def import_lazy_torch() -> None:
     that way. The lock keeps two actors starting on one worker from racing the same way.
     """
     with _TORCH_IMPORTS:
-        import torch._dynamo  # noqa: F401
+        import torch._dynamo
         import torch.optim  # noqa: F401
 
 

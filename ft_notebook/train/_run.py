@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ft_notebook._paths import checked_name, data_dir
+from ft_notebook.cluster import client_for
 from ft_notebook.events import RunState
 from ft_notebook.exceptions import NoWorkers, RunFailed, StoreError, TrainingError
 from ft_notebook.train._earlier import refuse_another_order, refuse_old_checkpoints
@@ -102,7 +103,7 @@ def fit(
     elif size is not None:
         refuse_another_order(name, spec.store_url, seed, batch_size, size)
     payload = dumps_spec(spec)
-    client = _client(cluster)
+    client = client_for(cluster)
     workers = len(client.scheduler_info(n_workers=-1)["workers"])
     if workers == 0:
         raise NoWorkers(
@@ -326,46 +327,15 @@ def runs(cluster: Any = None) -> list[Run]:
     """The runs the cluster's coordinator knows (active and finished), oldest first."""
     from ft_notebook.train._remote import list_runs
 
-    client = _client(cluster)
+    client = client_for(cluster)
     return [Run(client, name) for name in client.run_on_scheduler(list_runs)]
 
 
 def attach(name: str, cluster: Any = None) -> Run:
     """A handle on the run ``name`` (started by any process) on your cluster."""
-    run = Run(_client(cluster), checked_name(name, "run name"))
+    run = Run(client_for(cluster), checked_name(name, "run name"))
     run.info()  # raises when there is no such run
     return run
-
-
-def _client(cluster: Any) -> Any:
-    from distributed import Client
-
-    from ft_notebook.cluster import attach as attach_cluster
-    from ft_notebook.cluster import cluster as own_cluster
-
-    if isinstance(cluster, Client):
-        return attach_cluster(cluster)
-    if cluster is None:
-        current = _default_client()
-        return attach_cluster(current) if current is not None else own_cluster()
-    return attach_cluster(cluster)
-
-
-def _default_client() -> Any:
-    """This process's default Client, when it is connected to one of your clusters
-    (so that fit and runs do not open a new connection per call)."""
-    from distributed import default_client
-
-    from ft_notebook.cluster import clusters
-
-    try:
-        client = default_client()
-    except ValueError:
-        return None
-    if client.status != "running":
-        return None
-    address = client.scheduler.address
-    return client if any(c.address == address for c in clusters()) else None
 
 
 def _store_location(store: Any) -> tuple[str, int]:

@@ -1,0 +1,343 @@
+"""The service coordinator: a SchedulerPlugin that keeps every service's replica set.
+
+It lives in the scheduler, so a service goes on serving when the kernel that started
+it dies. It places replicas on workers (spread: one per worker while there are
+workers enough), starts them through the replica handlers (:mod:`._replica`), and
+admits a replica only once it has built its model and passed its health check. When
+the control plane reports a worker lost, its replicas are LOST at once (an event that
+every caller's router acts on) and are placed again on a worker that joins or
+restarts. The service's health follows its ready replicas: HEALTHY (all), DEGRADED
+(some), FALLBACK (none).
+
+Kernels reach it through one scheduler handler, ``ft_service``, whose ``action``
+picks an entry of :data:`ACTIONS`; an unknown action is an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+from ft_notebook.cluster.plugins import control_plane
+from ft_notebook.events import (
+    Health,
+    HealthChanged,
+    ReplicaLost,
+    ReplicaReady,
+    publish,
+    service_topic,
+)
+from ft_notebook.exceptions import ServeError
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_NAME = "ft-notebook-services"
+_POLL_S = 0.02
+
+
+@dataclass
+class Slot:
+    """One replica of a service: where it is and how it is."""
+
+    index: int
+    worker: str = ""
+    address: str = ""
+    state: str = "waiting"  # waiting | warming | ready | failed | lost
+    incarnation: str = ""
+    since: float = field(default_factory=time.time)
+    cause: str = ""
+
+    def row(self, service: str) -> dict[str, Any]:
+        return {
+            "replica": f"{service}/{self.index}",
+            "index": self.index,
+            "worker": self.worker,
+            "address": self.address,
+            "state": self.state,
+            "incarnation": self.incarnation,
+            "since": self.since,
+            "cause": self.cause,
+        }
+
+
+@dataclass
+class Service:
+    name: str
+    factory: bytes
+    example: bytes | None
+    fallback: bytes | None
+    wanted: int
+    routing: dict[str, Any]
+    slots: dict[int, Slot] = field(default_factory=dict)
+    per_worker: int = 1
+    health: Health = Health.FALLBACK
+    reason: str = "no replica ready yet"
+    version: int = 0
+    created: float = field(default_factory=time.time)
+    #: Workers where the model factory failed, with the error: not tried again.
+    failed_on: dict[str, str] = field(default_factory=dict)
+
+    def table(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "wanted": self.wanted,
+            "health": self.health.value,
+            "reason": self.reason,
+            "version": self.version,
+            "created": self.created,
+            "replicas": [s.row(self.name) for s in sorted(self.slots.values(), key=_index)],
+            "failed_on": dict(self.failed_on),
+        }
+
+
+def _index(slot: Slot) -> int:
+    return slot.index
+
+
+class ServiceCoordinator(SchedulerPlugin):
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def __init__(self) -> None:
+        self.scheduler: Any = None
+        self.services: dict[str, Service] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    async def start(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+        self.control = control_plane(scheduler)
+        self.control.add_listener(self.on_membership)
+        scheduler.handlers["ft_service"] = self.handle
+
+    async def close(self) -> None:
+        self.control.remove_listener(self.on_membership)
+        for task in list(self._tasks):
+            task.cancel()
+
+    # ---- the kernels' entry point
+
+    async def handle(self, action: str, **kwargs: Any) -> Any:
+        try:
+            method = ACTIONS[action]
+        except KeyError:
+            raise ServeError(
+                f"Unknown service action {action!r}; this scheduler knows {sorted(ACTIONS)}. "
+                f"Are the kernel and the cluster on the same ft_notebook version?"
+            ) from None
+        return method(self, **kwargs)
+
+    def create(
+        self,
+        name: str,
+        factory: bytes,
+        replicas: int,
+        example: bytes | None = None,
+        fallback: bytes | None = None,
+        routing: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        if name in self.services:
+            raise ServeError(
+                f"A service named {name!r} already runs on this cluster. Attach to it with "
+                f"ft.service({name!r}), close it with ft.service({name!r}).close(), or pick "
+                f"another name."
+            )
+        service = Service(name, factory, example, fallback, replicas, dict(routing or {}))
+        service.slots = {i: Slot(i) for i in range(replicas)}
+        service.per_worker = max(1, math.ceil(replicas / max(1, len(self.scheduler.workers))))
+        self.services[name] = service
+        self.control.hold(f"service:{name}")
+        self._reconcile(service)
+        return service.table()
+
+    def table(self, name: str) -> dict[str, Any]:
+        return self._get(name).table()
+
+    def setup(self, name: str) -> dict[str, Any]:
+        """What a kernel attaching to the service needs: its table, fallback, routing."""
+        service = self._get(name)
+        return {**service.table(), "fallback": service.fallback, "routing": service.routing}
+
+    def names(self) -> list[dict[str, Any]]:
+        return [
+            {"name": s.name, "health": s.health.value, "wanted": s.wanted, "created": s.created}
+            for s in sorted(self.services.values(), key=lambda s: s.created)
+        ]
+
+    def scale(self, name: str, replicas: int) -> dict[str, Any]:
+        service = self._get(name)
+        for index in [i for i in service.slots if i >= replicas]:
+            self._stop_slot(service, service.slots.pop(index), "scaled down")
+        for index in range(replicas):
+            service.slots.setdefault(index, Slot(index))
+        service.wanted = replicas
+        live = len(self.scheduler.workers)
+        service.per_worker = max(1, math.ceil(replicas / max(1, live)))
+        self._changed(service)
+        self._reconcile(service)
+        return service.table()
+
+    def remove(self, name: str) -> dict[str, Any]:
+        service = self._get(name)
+        for slot in service.slots.values():
+            self._stop_slot(service, slot, "service closed")
+        del self.services[name]
+        self.control.release(f"service:{name}")
+        return {"name": name, "closed": True}
+
+    def _get(self, name: str) -> Service:
+        service = self.services.get(name)
+        if service is None:
+            raise ServeError(
+                f"No service named {name!r} on this cluster (services here: "
+                f"{sorted(self.services)}). ft.services() lists them."
+            )
+        return service
+
+    # ---- membership
+
+    def on_membership(self, kind: str, name: str, address: str, cause: str) -> None:
+        for service in list(self.services.values()):
+            if kind in ("lost", "hung"):
+                for slot in service.slots.values():
+                    if slot.address == address and slot.state in ("warming", "ready"):
+                        self._lose(service, slot, f"worker {name} {kind}: {cause}".rstrip(": "))
+            self._reconcile(service)
+
+    def _lose(self, service: Service, slot: Slot, cause: str) -> None:
+        replica = f"{service.name}/{slot.index}"
+        self._publish(service, ReplicaLost(replica, slot.worker, slot.address, cause))
+        slot.state, slot.since, slot.cause = "lost", time.time(), cause
+        slot.address = ""
+        self._changed(service, f"replica {replica} lost ({cause})")
+
+    # ---- placement
+
+    def _workers(self) -> dict[str, str]:
+        return {str(ws.name): addr for addr, ws in self.scheduler.workers.items()}
+
+    def _reconcile(self, service: Service) -> None:
+        workers = self._workers()
+        held: dict[str, int] = {}
+        for slot in service.slots.values():
+            if slot.state in ("warming", "ready") and slot.address in self.scheduler.workers:
+                held[slot.worker] = held.get(slot.worker, 0) + 1
+        for slot in sorted(service.slots.values(), key=_index):
+            if slot.state in ("warming", "ready"):
+                continue
+            free = [
+                w
+                for w in workers
+                if held.get(w, 0) < service.per_worker and w not in service.failed_on
+            ]
+            if not free:
+                continue
+            worker = min(free, key=lambda w: (held.get(w, 0), _name_key(w)))
+            held[worker] = held.get(worker, 0) + 1
+            slot.worker, slot.address = worker, workers[worker]
+            slot.state, slot.since, slot.cause = "warming", time.time(), ""
+            slot.incarnation = uuid.uuid4().hex[:12]
+            self._spawn(self._start(service, slot, slot.incarnation))
+
+    async def _start(self, service: Service, slot: Slot, incarnation: str) -> None:
+        key, address = f"{service.name}/{slot.index}", slot.address
+        warmup = float(service.routing.get("warmup_timeout_s", 300.0))
+        deadline = time.time() + warmup
+        try:
+            rpc = self.scheduler.rpc(address)
+            await rpc.ft_serve_start(
+                key=key, incarnation=incarnation, factory=service.factory, example=service.example
+            )
+            while time.time() < deadline:
+                if slot.incarnation != incarnation or service.slots.get(slot.index) is not slot:
+                    return  # lost, moved or scaled away meanwhile
+                found = await rpc.ft_serve_state(key=key)
+                if found and found["state"] == "ready":
+                    slot.state, slot.since = "ready", time.time()
+                    self._publish(
+                        service,
+                        ReplicaReady(key, slot.worker, address, round(found["warmup_s"], 3)),
+                    )
+                    self._changed(service, f"replica {key} ready on worker {slot.worker}")
+                    return
+                if found and found["state"] == "failed":
+                    raise _FactoryFailed(found["error"])
+                await asyncio.sleep(_POLL_S)
+            raise _FactoryFailed(f"the model did not build within {warmup:g} s")
+        except _FactoryFailed as e:
+            if slot.incarnation == incarnation:
+                service.failed_on[slot.worker] = str(e)
+                slot.state, slot.cause, slot.address = "failed", str(e), ""
+                self._changed(service, f"replica {key} failed on worker {slot.worker}")
+                self._reconcile(service)  # another worker may build it
+        except Exception as e:  # the worker went away: the control plane tells us
+            logger.info("starting %s on %s: %s", key, address, e)
+
+    def _stop_slot(self, service: Service, slot: Slot, cause: str) -> None:
+        if slot.address:
+            key, address = f"{service.name}/{slot.index}", slot.address
+
+            async def stop() -> None:
+                await self.scheduler.rpc(address).ft_serve_stop(key=key)
+
+            self._spawn(stop())
+        slot.state, slot.cause, slot.incarnation = "lost", cause, ""
+
+    # ---- health
+
+    def _changed(self, service: Service, reason: str = "") -> None:
+        service.version += 1
+        ready = sum(1 for s in service.slots.values() if s.state == "ready")
+        if ready >= service.wanted:
+            health = Health.HEALTHY
+        elif ready:
+            health = Health.DEGRADED
+        else:
+            health = Health.FALLBACK
+        summary = f"{ready} of {service.wanted} replicas ready"
+        why = f"{summary}: {reason}" if reason else summary
+        if health is not service.health:
+            self._publish(service, HealthChanged(health, service.health, why))
+        service.health, service.reason = health, why
+
+    def _publish(self, service: Service, payload: Any) -> None:
+        try:
+            publish(payload, service_topic(service.name), via=self.scheduler)
+        except Exception:
+            logger.exception("could not publish %s for %s", payload.kind, service.name)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+class _FactoryFailed(Exception):
+    pass
+
+
+def _name_key(name: str) -> tuple[int, str]:
+    return (int(name), "") if name.isdigit() else (1 << 30, name)
+
+
+ACTIONS: dict[str, Callable[..., Any]] = {
+    "create": ServiceCoordinator.create,
+    "table": ServiceCoordinator.table,
+    "setup": ServiceCoordinator.setup,
+    "names": ServiceCoordinator.names,
+    "scale": ServiceCoordinator.scale,
+    "remove": ServiceCoordinator.remove,
+}

@@ -1,0 +1,98 @@
+"""The router's small rules, kept apart so each can be tested alone: a replica's
+circuit breaker, the budgets that cap retries and hedges, and a latency window.
+
+All of them run on the router's event loop; none takes a lock.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import time
+
+
+class Breaker(str, enum.Enum):
+    """A replica's circuit::
+
+    CLOSED (takes requests) ─► OPEN (n failures in a row, a failed ping, or its
+    worker lost) ─► HALF_OPEN (after open_s: one probe request) ─► CLOSED | OPEN
+    """
+
+    CLOSED = "CLOSED"
+    OPEN = "OPEN"
+    HALF_OPEN = "HALF_OPEN"
+
+
+class CircuitBreaker:
+    def __init__(self, failures: int, open_s: float) -> None:
+        self.limit, self.open_s = failures, open_s
+        self.state = Breaker.CLOSED
+        self.streak = 0
+        self.opened_at = 0.0
+        self.probing = False  # a half-open probe is in flight
+        self.reason = ""
+
+    def allows(self, now: float | None = None) -> bool:
+        """Whether a request may go to the replica now (a half-open one takes one)."""
+        if self.state is Breaker.OPEN and (now or time.monotonic()) - self.opened_at >= self.open_s:
+            self.state = Breaker.HALF_OPEN
+        if self.state is Breaker.CLOSED:
+            return True
+        return self.state is Breaker.HALF_OPEN and not self.probing
+
+    def in_rotation(self) -> bool:
+        return self.state is Breaker.CLOSED
+
+    def started(self) -> None:
+        if self.state is Breaker.HALF_OPEN:
+            self.probing = True
+
+    def succeeded(self) -> None:
+        self.state, self.streak, self.probing, self.reason = Breaker.CLOSED, 0, False, ""
+
+    def failed(self, reason: str, *, at_once: bool = False) -> bool:
+        """Count a failure; returns whether the breaker opened now."""
+        self.streak += 1
+        self.probing = False
+        opens = at_once or self.streak >= self.limit or self.state is Breaker.HALF_OPEN
+        was_open = self.state is Breaker.OPEN
+        if opens:
+            self.state, self.opened_at, self.reason = Breaker.OPEN, time.monotonic(), reason
+        return opens and not was_open
+
+
+class Budget:
+    """At most ``fraction`` of the requests so far (plus ``floor``) may spend one."""
+
+    def __init__(self, fraction: float, floor: int = 0) -> None:
+        self.fraction, self.floor = fraction, floor
+        self.requests = 0
+        self.spent = 0
+
+    def request(self) -> None:
+        self.requests += 1
+
+    def take(self) -> bool:
+        if self.spent + 1 > self.fraction * self.requests + self.floor:
+            return False
+        self.spent += 1
+        return True
+
+
+class Latencies:
+    """The newest ``size`` latencies of successful calls, in seconds."""
+
+    def __init__(self, size: int = 512) -> None:
+        self._window: collections.deque[float] = collections.deque(maxlen=size)
+
+    def add(self, seconds: float) -> None:
+        self._window.append(seconds)
+
+    def __len__(self) -> int:
+        return len(self._window)
+
+    def quantile(self, q: float) -> float | None:
+        if not self._window:
+            return None
+        ordered = sorted(self._window)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

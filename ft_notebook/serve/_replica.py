@@ -1,0 +1,217 @@
+"""A replica: one model of one service on one worker, and the worker handlers that reach it.
+
+The service coordinator starts replicas (``ft_serve_start``) and asks how they are
+(``ft_serve_state``); callers' routers send requests (``ft_serve_predict``) and pings
+(``ft_serve_ping``) straight to the worker, not through the scheduler. Handlers run on
+the worker's event loop and return at once: the model is built and called in the
+replica's own thread, so a long model call stops neither the worker's heartbeats nor
+the replica's pings (a busy replica is slow, not dead; a hung process answers nothing).
+
+An exception the model raises is the caller's (``rejected``: the input was wrong);
+only running out of memory counts against the replica (``failed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from distributed.diagnostics.plugin import WorkerPlugin
+from distributed.protocol.serialize import to_serialize
+
+PLUGIN_NAME = "ft-notebook-replicas"
+
+#: Replicas of this worker process, by key ("service/index").
+_REPLICAS: dict[str, Replica] = {}
+_LOCK = threading.Lock()
+
+
+class Replica:
+    def __init__(self, key: str, incarnation: str, factory: bytes, example: bytes | None) -> None:
+        self.key, self.incarnation = key, incarnation
+        self._factory, self._example = factory, example
+        self.state, self.error = "warming", ""
+        self.started, self.warmup_s = time.time(), 0.0
+        self.inflight = self.served = 0
+        self.model: Any = None
+        self.device: Any = None
+        self.slow_s, self.slow_fraction = 0.0, 0.0
+        self._rng = random.Random(key)
+        # one model call at a time: a model is rarely safe to call from two threads
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"ft-notebook-replica-{key}")
+        self.executor.submit(self._build)
+
+    def _build(self) -> None:
+        try:
+            import cloudpickle
+
+            model = cloudpickle.loads(self._factory)()
+            self.model, self.device = _placed(model)
+            if self._example is not None:  # the health check: one real call
+                self._call(cloudpickle.loads(self._example))
+            self.state = "ready"
+        except BaseException as e:
+            self.state = "failed"
+            self.error = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+        self.warmup_s = time.time() - self.started
+
+    def _call(self, x: Any) -> Any:
+        if self.slow_s and self._rng.random() < self.slow_fraction:
+            time.sleep(self.slow_s)  # %ft chaos slow: a drill, not a model
+        if self.device is None:
+            return self.model(x)
+        import torch
+
+        with torch.inference_mode():
+            out = self.model(_to_device(x, self.device))
+        return _to_cpu(out)
+
+    async def predict(self, x: Any) -> dict[str, Any]:
+        self.inflight += 1
+        try:
+            loop = asyncio.get_running_loop()
+            y = await loop.run_in_executor(self.executor, self._call, x)
+        except MemoryError as e:
+            return {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+        except Exception as e:
+            if type(e).__name__ == "OutOfMemoryError":  # torch.cuda's, without importing it
+                return {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+            return {
+                "status": "rejected",
+                "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(),
+            }
+        finally:
+            self.inflight -= 1
+        self.served += 1
+        return {"status": "OK", "y": to_serialize(y)}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "incarnation": self.incarnation,
+            "state": self.state,
+            "error": self.error,
+            "warmup_s": self.warmup_s,
+            "inflight": self.inflight,
+            "served": self.served,
+        }
+
+    def close(self) -> None:
+        self.state = "closed"
+        self.model = None
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _placed(model: Any) -> tuple[Any, Any]:
+    """A torch module goes to this worker's GPU, if it has one, in eval mode."""
+    try:
+        import torch
+    except ImportError:
+        return model, None
+    if not isinstance(model, torch.nn.Module):
+        return model, None
+    device = (
+        torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
+    )
+    model = model.to(device) if device is not None else model
+    return model.eval(), device or torch.device("cpu")
+
+
+def _to_device(x: Any, device: Any) -> Any:
+    import numpy as np
+    import torch
+
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(x)
+    return x.to(device) if isinstance(x, torch.Tensor) else x
+
+
+def _to_cpu(out: Any) -> Any:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out.detach().cpu()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_to_cpu(o) for o in out)
+    if isinstance(out, dict):
+        return {k: _to_cpu(v) for k, v in out.items()}
+    return out
+
+
+# ---- worker handlers (the worker's event loop: return at once)
+
+
+def start(key: str, incarnation: str, factory: bytes, example: bytes | None = None) -> str:
+    with _LOCK:
+        old = _REPLICAS.get(key)
+        if old is not None and old.incarnation == incarnation and old.state != "closed":
+            return "running"
+        if old is not None:
+            old.close()
+        _REPLICAS[key] = Replica(key, incarnation, factory, example)
+    return "started"
+
+
+def state(key: str) -> dict[str, Any] | None:
+    replica = _REPLICAS.get(key)
+    return None if replica is None else replica.describe()
+
+
+async def predict(key: str, incarnation: str, x: Any) -> dict[str, Any]:
+    replica = _REPLICAS.get(key)
+    if replica is None or replica.incarnation != incarnation or replica.state != "ready":
+        found = "none" if replica is None else replica.state
+        return {"status": "not-ready", "error": f"replica {key} is {found} on this worker"}
+    return await replica.predict(x)
+
+
+def ping(key: str) -> dict[str, Any]:
+    replica = _REPLICAS.get(key)
+    return {"state": "none"} if replica is None else replica.describe()
+
+
+def stop(key: str) -> str:
+    with _LOCK:
+        replica = _REPLICAS.pop(key, None)
+    if replica is None:
+        return "none"
+    replica.close()
+    return "stopped"
+
+
+def slow(key: str, seconds: float, fraction: float) -> str:
+    replica = _REPLICAS.get(key)
+    if replica is None:
+        return "none"
+    replica.slow_s, replica.slow_fraction = float(seconds), float(fraction)
+    return "slowed" if seconds else "resumed"
+
+
+_HANDLERS = {
+    "ft_serve_start": start,
+    "ft_serve_state": state,
+    "ft_serve_predict": predict,
+    "ft_serve_ping": ping,
+    "ft_serve_stop": stop,
+    "ft_serve_slow": slow,
+}
+
+
+class ReplicaHandlers(WorkerPlugin):
+    """Adds the replica handlers to every worker, also those that join or restart."""
+
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def setup(self, worker: Any) -> None:
+        worker.handlers.update(_HANDLERS)
+
+    def teardown(self, worker: Any) -> None:
+        for key in list(_REPLICAS):
+            stop(key)

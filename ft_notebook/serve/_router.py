@@ -1,0 +1,384 @@
+"""The caller's router: sends each request to a replica and makes sure it is answered.
+
+It runs on the Dask client's event loop, in the caller's process, and talks to the
+replicas' workers directly. Per request:
+
+    admit (or Overloaded at once) ─► least outstanding replica whose breaker allows it
+      ─► no answer after the observed p95: hedge to a second replica (budgeted)
+      ─► the replica fails under it: re-send to another (budgeted, ``retries``)
+      ─► no replica can: the fallback answers (tier FALLBACK), else ServiceUnavailable
+      ─► the deadline passes: DeadlineExceeded
+
+A replica leaves the rotation at once when the coordinator reports it lost (an event
+pushed by the scheduler), when a call to it fails on the connection, when a ping goes
+unanswered (the health loop), or after ``breaker_failures`` failures in a row; its
+requests in flight are re-sent. It comes back through a half-open probe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from distributed.protocol.serialize import to_serialize
+
+from ft_notebook.events import Health
+from ft_notebook.exceptions import DeadlineExceeded, InputRejected, Overloaded, ServiceUnavailable
+from ft_notebook.serve._policy import Budget, CircuitBreaker, Latencies
+
+#: Successful calls seen before hedging starts: a p95 of fewer means little.
+_HEDGE_AFTER_SAMPLES = 20
+_REFRESH_S = 0.5
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A service's answer and where it came from."""
+
+    value: Any
+    replica: str | None  # "service/index"; None when the fallback answered
+    tier: Health
+    retries: int
+    hedged: bool
+    latency_s: float
+
+
+class ReplicaView:
+    """What the router knows of one replica."""
+
+    def __init__(self, row: dict[str, Any], failures: int, open_s: float) -> None:
+        self.key, self.index = str(row["replica"]), int(row["index"])
+        self.worker, self.address = str(row["worker"]), str(row["address"])
+        self.incarnation = str(row["incarnation"])
+        self.breaker = CircuitBreaker(failures, open_s)
+        self.inflight = 0
+        self.served = self.errors = 0
+        self.latencies = Latencies()
+        self.attempts: set[asyncio.Task[Any]] = set()
+        self.ping: asyncio.Task[None] | None = None  # the health check in flight
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "replica": self.key,
+            "worker": self.worker,
+            "breaker": self.breaker.state.value,
+            "reason": self.breaker.reason,
+            "inflight": self.inflight,
+            "served": self.served,
+            "errors": self.errors,
+            "p50_s": self.latencies.quantile(0.5),
+            "p99_s": self.latencies.quantile(0.99),
+        }
+
+
+class _ReplicaFailed(Exception):
+    pass
+
+
+class Router:
+    def __init__(self, client: Any, name: str, settings: Any, fallback: Any, wanted: int) -> None:
+        self.client, self.name, self.settings = client, name, settings
+        self.fallback, self.wanted = fallback, wanted
+        self.views: dict[str, ReplicaView] = {}  # by replica key
+        self.version = -1
+        self.outstanding = 0
+        self.latencies = Latencies()
+        self.retry_budget = Budget(settings.retry_budget, floor=10)
+        self.hedge_budget = Budget(settings.hedge_budget)
+        self.counts = dict(
+            requests=0, answered=0, fallback=0, retries=0, hedges=0, shed=0, failed=0
+        )
+        self.tier, self.tier_reason = Health.FALLBACK, "no replica known yet"
+        self.transitions: list[dict[str, Any]] = []
+        self._loops: list[asyncio.Task[Any]] = []
+        self.closed = False
+
+    # ---- the replica table
+
+    async def start(self) -> None:
+        await self.refresh()
+        self._loops = [
+            asyncio.ensure_future(self._refresh_loop()),
+            asyncio.ensure_future(self._health_loop()),
+        ]
+
+    async def stop(self) -> None:
+        self.closed = True
+        for task in self._loops:
+            task.cancel()
+
+    async def refresh(self) -> None:
+        table = await self.client.scheduler.ft_service(action="table", name=self.name)
+        self.apply(table)
+
+    def apply(self, table: dict[str, Any]) -> None:
+        if table["version"] < self.version:
+            return
+        self.version, self.wanted = table["version"], int(table["wanted"])
+        ready = {r["replica"]: r for r in table["replicas"] if r["state"] == "ready"}
+        for key, view in list(self.views.items()):
+            row = ready.get(key)
+            if row is None or row["incarnation"] != view.incarnation:
+                self._eject(view, "no longer a ready replica")
+                del self.views[key]
+        s = self.settings
+        for key, row in ready.items():
+            if key not in self.views:
+                self.views[key] = ReplicaView(row, s.breaker_failures, s.breaker_open_s)
+        self._retier("replica table")
+
+    def lost(self, address: str, cause: str) -> None:
+        """The coordinator's word that a replica's worker is gone: out at once."""
+        for key, view in list(self.views.items()):
+            if view.address == address:
+                self._eject(view, cause)
+                del self.views[key]
+        self._retier(cause)
+
+    def _eject(self, view: ReplicaView, reason: str) -> None:
+        view.breaker.failed(reason, at_once=True)
+        for task in list(view.attempts):
+            task.cancel()  # its requests go elsewhere
+
+    def _retier(self, reason: str) -> None:
+        serving = sum(1 for v in self.views.values() if v.breaker.in_rotation())
+        if serving >= self.wanted:
+            tier = Health.HEALTHY
+        elif serving:
+            tier = Health.DEGRADED
+        else:
+            tier = Health.FALLBACK
+        if tier is not self.tier:
+            why = f"{serving} of {self.wanted} replicas in rotation: {reason}"
+            self.transitions.append({"time": time.time(), "tier": tier.value, "reason": why})
+            del self.transitions[:-100]
+            self.tier, self.tier_reason = tier, why
+
+    async def _refresh_loop(self) -> None:
+        while not self.closed:
+            await asyncio.sleep(_REFRESH_S)
+            try:
+                await self.refresh()
+            except Exception:  # the scheduler is away for a moment: keep the old table
+                continue
+
+    # ---- health checks
+
+    async def _health_loop(self) -> None:
+        while not self.closed:
+            await asyncio.sleep(self.settings.health_interval_s)
+            for view in list(self.views.values()):
+                if view.ping is None:
+                    view.ping = asyncio.ensure_future(self._ping(view))
+
+    async def _ping(self, view: ReplicaView) -> None:
+        try:
+            found = await asyncio.wait_for(
+                self.client.rpc(view.address).ft_serve_ping(key=view.key),
+                self.settings.health_timeout_s,
+            )
+            if found.get("incarnation") != view.incarnation or found.get("state") != "ready":
+                self._eject(view, f"the replica is {found.get('state')} on its worker")
+        except Exception as e:
+            why = "no answer" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
+            self._eject(
+                view, f"health check failed ({why} within {self.settings.health_timeout_s:g} s)"
+            )
+        finally:
+            view.ping = None
+            self._retier("health check")
+
+    # ---- requests
+
+    def _pick(self, exclude: set[str]) -> ReplicaView | None:
+        now = time.monotonic()
+        allowed = [v for v in self.views.values() if v.key not in exclude and v.breaker.allows(now)]
+        if not allowed:
+            return None
+        return min(allowed, key=lambda v: (v.inflight, v.served))
+
+    def _hedge_after(self) -> float | None:
+        if self.settings.hedge_budget <= 0 or len(self.latencies) < _HEDGE_AFTER_SAMPLES:
+            return None
+        p95 = self.latencies.quantile(0.95) or 0.0
+        return max(float(self.settings.hedge_after_min_s), p95)
+
+    def _attempt(self, view: ReplicaView, x: Any) -> asyncio.Task[Any]:
+        async def send() -> tuple[dict[str, Any], float]:
+            started = time.monotonic()
+            view.inflight += 1
+            view.breaker.started()
+            try:
+                reply = await self.client.rpc(view.address).ft_serve_predict(
+                    key=view.key, incarnation=view.incarnation, x=to_serialize(x)
+                )
+            except (OSError, asyncio.TimeoutError) as e:  # CommClosedError is an OSError
+                raise _ReplicaFailed(f"{type(e).__name__}: {e}", True) from e
+            finally:
+                view.inflight -= 1
+            return reply, time.monotonic() - started
+
+        task = asyncio.ensure_future(send())
+        view.attempts.add(task)
+        task.add_done_callback(view.attempts.discard)
+        return task
+
+    async def call(
+        self,
+        x: Any,
+        *,
+        deadline_s: float | None = None,
+        retries: int | None = None,
+        hedge: bool = True,
+    ) -> Answer:
+        s = self.settings
+        if self.outstanding >= s.max_queue:
+            self.counts["shed"] += 1
+            raise Overloaded(
+                f"Service {self.name!r} has {self.outstanding} requests in flight from this "
+                f"process, its max_queue: refused at once. Send fewer at a time, add "
+                f"replicas (svc.scale(n)), or raise max_queue."
+            )
+        self.outstanding += 1
+        self.counts["requests"] += 1
+        self.retry_budget.request()
+        self.hedge_budget.request()
+        try:
+            return await self._route(
+                x,
+                time.monotonic(),
+                s.deadline_s if deadline_s is None else deadline_s,
+                s.retries if retries is None else retries,
+                hedge,
+            )
+        finally:
+            self.outstanding -= 1
+
+    async def _route(
+        self, x: Any, started: float, deadline_s: float, retries: int, hedge: bool
+    ) -> Answer:
+        deadline = started + deadline_s
+        pending: dict[asyncio.Task[Any], ReplicaView] = {}
+        tried: set[str] = set()
+        used_retries, hedged, errors = 0, False, []
+        while True:
+            if not pending:
+                view = self._pick(tried)
+                if view is None:
+                    break
+                pending[self._attempt(view, x)] = view
+            left = deadline - time.monotonic()
+            hedge_after = self._hedge_after() if hedge and not hedged else None
+            if hedge_after is not None:
+                hedge_after -= time.monotonic() - started
+            wait = left if hedge_after is None else max(0.0, min(left, hedge_after))
+            done, _ = await asyncio.wait(pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                if time.monotonic() >= deadline:
+                    asked = sorted(tried | {v.key for v in pending.values()})
+                    for task in pending:
+                        task.cancel()
+                    self.counts["failed"] += 1
+                    raise DeadlineExceeded(
+                        f"Service {self.name!r}: no replica answered within the deadline of "
+                        f"{deadline_s:g} s (asked {asked}). "
+                        f"Pass deadline_s= for slower models; svc.status() shows the replicas."
+                    )
+                hedged = True  # one hedge per request, and only when the budget allows
+                other = self._pick(tried | {v.key for v in pending.values()})
+                if other is not None and self.hedge_budget.take():
+                    self.counts["hedges"] += 1
+                    pending[self._attempt(other, x)] = other
+                continue
+            for task in done:
+                view = pending.pop(task)
+                reply, why, at_once = self._outcome(task)
+                if reply is not None and reply["status"] == "OK":
+                    for loser in pending:
+                        loser.cancel()
+                    return self._answered(
+                        view, reply, task.result()[1], started, used_retries, hedged
+                    )
+                if reply is not None and reply["status"] == "rejected":
+                    for loser in pending:
+                        loser.cancel()
+                    self.counts["failed"] += 1
+                    raise InputRejected(
+                        f"The model of service {self.name!r} raised on this input "
+                        f"(replica {view.key}): {reply['error']}. Not retried: fix the input.\n"
+                        f"{reply.get('traceback', '')}".rstrip()
+                    )
+                tried.add(view.key)
+                errors.append(f"{view.key}: {why}")
+                view.errors += 1
+                if view.breaker.failed(why, at_once=at_once):
+                    self._eject(view, why)
+                self._retier(f"replica {view.key} failed: {why}")
+            if not pending:
+                if used_retries >= retries or not self.retry_budget.take():
+                    break
+                used_retries += 1
+                self.counts["retries"] += 1
+        return await self._no_replica(x, started, used_retries, hedged, errors)
+
+    def _outcome(self, task: asyncio.Task[Any]) -> tuple[dict[str, Any] | None, str, bool]:
+        if task.cancelled():
+            return None, "its replica was taken out of rotation", False
+        error = task.exception()
+        if isinstance(error, _ReplicaFailed):
+            return None, str(error.args[0]), bool(error.args[1])
+        if error is not None:
+            return None, f"{type(error).__name__}: {error}", False
+        reply = task.result()[0]
+        if reply["status"] in ("OK", "rejected"):
+            return reply, "", False
+        return None, f"{reply['status']}: {reply.get('error', '')}", reply["status"] == "not-ready"
+
+    def _answered(
+        self,
+        view: ReplicaView,
+        reply: dict[str, Any],
+        took: float,
+        started: float,
+        retries: int,
+        hedged: bool,
+    ) -> Answer:
+        view.breaker.succeeded()
+        view.served += 1
+        view.latencies.add(took)
+        self.latencies.add(took)
+        self.counts["answered"] += 1
+        self._retier(f"replica {view.key} answered")
+        tier = Health.HEALTHY if self.tier is Health.HEALTHY else Health.DEGRADED
+        return Answer(reply["y"], view.key, tier, retries, hedged, time.monotonic() - started)
+
+    async def _no_replica(
+        self, x: Any, started: float, retries: int, hedged: bool, errors: list[str]
+    ) -> Answer:
+        why = "; ".join(errors[-3:]) or self.tier_reason
+        if self.fallback is None:
+            self.counts["failed"] += 1
+            raise ServiceUnavailable(
+                f"No replica of service {self.name!r} can answer ({why}) and it has no "
+                f"fallback. svc.status() shows the replicas; ft.serve(..., fallback=f) "
+                f"answers with f meanwhile."
+            )
+        loop = asyncio.get_running_loop()
+        value = await loop.run_in_executor(None, self.fallback, x)
+        self.counts["fallback"] += 1
+        return Answer(value, None, Health.FALLBACK, retries, hedged, time.monotonic() - started)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "tier": self.tier.value,
+            "reason": self.tier_reason,
+            "wanted": self.wanted,
+            "outstanding": self.outstanding,
+            "p50_s": self.latencies.quantile(0.5),
+            "p99_s": self.latencies.quantile(0.99),
+            "replicas": [v.row() for v in sorted(self.views.values(), key=lambda v: v.index)],
+            "transitions": list(self.transitions),
+            **self.counts,
+        }

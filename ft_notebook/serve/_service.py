@@ -1,0 +1,265 @@
+"""The notebook's side of a service: ``serve`` starts it, a :class:`Service` calls it.
+
+A ``Service`` is a handle with a router (:mod:`._router`) of its own: the replica set
+is kept by the coordinator in the scheduler (:mod:`._coordinator`), so the service
+goes on answering other callers when this kernel dies; ``service(name)`` attaches to
+it again from any kernel, and ``services()`` lists them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ft_notebook._paths import checked_name
+from ft_notebook.events import Health, service_topic
+from ft_notebook.exceptions import NoWorkers, ServeError
+from ft_notebook.serve._router import Answer, Router
+
+#: Options of ``serve`` that tune the router; the defaults come from ``ft-notebook.serve``.
+ROUTING_OPTIONS = (
+    "deadline_s",
+    "retries",
+    "hedge_budget",
+    "max_queue",
+    "health_interval_s",
+    "health_timeout_s",
+    "breaker_failures",
+    "breaker_open_s",
+    "warmup_timeout_s",
+)
+
+
+def serve(
+    model: Callable[[], Any],
+    replicas: int = 3,
+    fallback: Callable[[Any], Any] | None = None,
+    name: str | None = None,
+    cluster: Any = None,
+    *,
+    example: Any = None,
+    wait: bool = True,
+    **routing: Any,
+) -> Service:
+    """Serve ``model()`` from ``replicas`` workers; answers survive lost replicas.
+
+    ``model`` is a factory, built on each replica's worker (a torch module goes to the
+    worker's GPU when it has one, in eval mode). ``example`` is an input every replica
+    is called with before it takes requests (its health check). ``fallback(x)``
+    answers, here in the caller, when no replica can. ``routing`` overrides the
+    ``ft-notebook.serve`` settings: ``deadline_s``, ``retries``, ``hedge_budget``,
+    ``max_queue``, ``health_interval_s``, ``health_timeout_s``, ``breaker_failures``,
+    ``breaker_open_s``, ``warmup_timeout_s``.
+
+    Raises:
+        ServeError: bad arguments, a service of this name runs, or the model could
+            not be built on any worker (with the worker's traceback).
+        NoWorkers: the cluster has no workers.
+    """
+    import cloudpickle
+
+    if not callable(model):
+        raise ServeError(
+            f"model must be a factory (a callable returning the model), got {model!r}."
+        )
+    if type(replicas) is not int or replicas < 1:
+        raise ServeError(f"replicas must be a positive int, got {replicas!r}.")
+    if fallback is not None and not callable(fallback):
+        raise ServeError(f"fallback must be a callable fallback(x), got {fallback!r}.")
+    settings = _settings(routing)
+    name = checked_name(name or f"service-{uuid.uuid4().hex[:6]}", "service name")
+    client = _client(cluster)
+    if not client.scheduler_info(n_workers=-1)["workers"]:
+        raise NoWorkers(
+            "The cluster has no workers to put replicas on. Start some (ft.cluster("
+            "workers=2) for your own cluster) and call serve again."
+        )
+    _install(client)
+    table = client.sync(
+        client.scheduler.ft_service,
+        action="create",
+        name=name,
+        factory=cloudpickle.dumps(model),
+        replicas=replicas,
+        example=None if example is None else cloudpickle.dumps(example),
+        fallback=None if fallback is None else cloudpickle.dumps(fallback),
+        routing=dataclasses.asdict(settings),
+    )
+    svc = Service(client, name, settings, fallback, int(table["wanted"]))
+    if wait:
+        svc.wait_ready(timeout=settings.warmup_timeout_s)
+    return svc
+
+
+def service(name: str, cluster: Any = None) -> Service:
+    """Attach to the running service ``name`` (from any kernel of its cluster)."""
+    import cloudpickle
+
+    client = _client(cluster)
+    _install(client)
+    found = client.sync(client.scheduler.ft_service, action="setup", name=name)
+    settings = _settings({k: v for k, v in found["routing"].items() if k in _setting_names()})
+    fallback = cloudpickle.loads(found["fallback"]) if found["fallback"] else None
+    return Service(client, name, settings, fallback, int(found["wanted"]))
+
+
+def services(cluster: Any = None) -> list[dict[str, Any]]:
+    """The services of the cluster: name, health, replicas wanted, when created."""
+    client = _client(cluster)
+    _install(client)
+    return list(client.sync(client.scheduler.ft_service, action="names"))
+
+
+class Service:
+    """A service on a cluster, started here or elsewhere (see :func:`service`)."""
+
+    def __init__(self, client: Any, name: str, settings: Any, fallback: Any, wanted: int) -> None:
+        self.client, self.name, self.settings = client, name, settings
+        self.router = Router(client, name, settings, fallback, wanted)
+        client.sync(self.router.start)
+        self._subscription = _follow(client, name, self.router)
+
+    # -- answers
+
+    def predict(self, x: Any, **options: Any) -> Any:
+        """The answer to ``x`` (``deadline_s=``, ``retries=``, ``hedge=`` per call)."""
+        return self.call(x, **options).value
+
+    def call(self, x: Any, **options: Any) -> Answer:
+        """The answer to ``x`` with where it came from: replica, tier, retries, hedged."""
+        answer: Answer = self.client.sync(self.router.call, x, **options)
+        return answer
+
+    async def apredict(self, x: Any, **options: Any) -> Any:
+        return (await self.acall(x, **options)).value
+
+    async def acall(self, x: Any, **options: Any) -> Answer:
+        loop = self.client.loop.asyncio_loop
+        future = asyncio.run_coroutine_threadsafe(self.router.call(x, **options), loop)
+        return await asyncio.wrap_future(future)
+
+    # -- the replica set
+
+    def table(self) -> dict[str, Any]:
+        """The coordinator's replica table, fresh."""
+        return self._ask("table")
+
+    def status(self) -> dict[str, Any]:
+        """The coordinator's table and this caller's view: breakers, latencies, counts."""
+        table = self.table()
+        return {**table, "router": self.router.status()}
+
+    @property
+    def health(self) -> Health:
+        return Health(self.table()["health"])
+
+    def scale(self, replicas: int) -> dict[str, Any]:
+        if type(replicas) is not int or replicas < 1:
+            raise ServeError(f"replicas must be a positive int, got {replicas!r}.")
+        return self._ask("scale", replicas=replicas)
+
+    def wait_ready(self, replicas: int | None = None, timeout: float = 300.0) -> Service:
+        """Block until ``replicas`` (all by default) are ready and in this router."""
+        deadline = time.monotonic() + timeout
+        while True:
+            table = self.table()
+            want = table["wanted"] if replicas is None else replicas
+            ready = [r for r in table["replicas"] if r["state"] == "ready"]
+            routed = [v for v in self.router.views.values() if v.breaker.in_rotation()]
+            if len(ready) >= want and len(routed) >= want:
+                return self
+            failed = table["failed_on"]
+            live = len(self.client.scheduler_info(n_workers=-1)["workers"])
+            if failed and len(failed) >= live:
+                first = next(iter(failed.items()))
+                raise ServeError(
+                    f"The model of service {self.name!r} could not be built on any worker "
+                    f"({len(failed)} tried). On worker {first[0]}: {first[1]}"
+                )
+            if time.monotonic() > deadline:
+                raise ServeError(
+                    f"Service {self.name!r} has {len(ready)} of {want} replicas ready after "
+                    f"{timeout:g} s: {table['reason']}. It goes on trying; svc.status() shows why."
+                )
+            self.client.sync(self.router.refresh)
+            time.sleep(0.02)  # waiting on remote warm-up; the table says when it is done
+
+    def close(self) -> None:
+        """Stop the service on the cluster (every caller's replicas go)."""
+        self.detach()
+        self._ask("remove")
+
+    def detach(self) -> None:
+        """Stop routing from here; the service goes on for its other callers."""
+        if self._subscription is not None:
+            self._subscription.close()
+            self._subscription = None
+        self.client.sync(self.router.stop)
+
+    def _ask(self, action: str, **kwargs: Any) -> dict[str, Any]:
+        """The coordinator's answer to ``action`` about this service."""
+        return dict(
+            self.client.sync(
+                self.client.scheduler.ft_service, action=action, name=self.name, **kwargs
+            )
+        )
+
+    def __repr__(self) -> str:
+        r = self.router
+        return f"Service {self.name!r}: {r.tier.value} ({r.tier_reason})"
+
+
+def _follow(client: Any, name: str, router: Router) -> Any:
+    """Act on the coordinator's replica events as they are pushed, on the router's loop."""
+    from ft_notebook.events import subscribe
+
+    loop = client.loop.asyncio_loop
+    started = time.time()
+
+    def on_event(event: Any) -> None:
+        if event.time < started:  # the journal's past: the table already has it
+            return
+        if event.kind == "replica-lost":
+            loop.call_soon_threadsafe(router.lost, event.data["address"], event.data["cause"])
+        elif event.kind in ("replica-ready", "health-changed"):
+            asyncio.run_coroutine_threadsafe(router.refresh(), loop)
+
+    try:
+        return subscribe(service_topic(name), on_event, via=client)
+    except Exception:  # no live events: the router's refresh loop still follows the table
+        return None
+
+
+def _install(client: Any) -> None:
+    from ft_notebook.serve._coordinator import ServiceCoordinator
+    from ft_notebook.serve._replica import ReplicaHandlers
+
+    client.register_plugin(ReplicaHandlers())
+    client.register_plugin(ServiceCoordinator())
+
+
+def _setting_names() -> set[str]:
+    from ft_notebook._settings import ServeConfig
+
+    return {f.name for f in dataclasses.fields(ServeConfig)}
+
+
+def _settings(routing: dict[str, Any]) -> Any:
+    from ft_notebook.config import get_config
+
+    unknown = sorted(set(routing) - _setting_names())
+    if unknown:
+        raise ServeError(
+            f"serve() got unknown options {unknown}; it takes {sorted(ROUTING_OPTIONS)}."
+        )
+    return dataclasses.replace(get_config().serve, **routing)
+
+
+def _client(cluster: Any) -> Any:
+    from ft_notebook.cluster import client_for
+
+    return client_for(cluster)
