@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import typing
 
-# `cluster` the function shadows the subpackage of that name on this module: inside
-# the package, import from ft_notebook.cluster (`from ft_notebook.cluster import x`).
+# `cluster` and `serve` the functions shadow the subpackages of those names on this
+# module: inside the package, import from them (`from ft_notebook.serve import x`).
 from ft_notebook.cluster import cluster, clusters, down
 from ft_notebook.exceptions import (
     AggregationError,
@@ -37,10 +37,11 @@ from ft_notebook.exceptions import (
     TrainingError,
     UnsafeName,
 )
+from ft_notebook.serve import Service, serve, service, services
 
 if typing.TYPE_CHECKING:
     from ft_notebook.events import Event, Health, RunState, history, publish, subscribe
-    from ft_notebook.serve import Answer, Service, serve, service, services
+    from ft_notebook.serve import Answer
     from ft_notebook.store import CheckpointStore
     from ft_notebook.train import Run, fit, runs
     from ft_notebook.widgets import dashboard
@@ -147,10 +148,10 @@ def __getattr__(name: str) -> object:
         from ft_notebook.widgets import dashboard
 
         return dashboard
-    if name in ("Answer", "Service", "serve", "service", "services"):
-        import ft_notebook.serve as serving
+    if name == "Answer":
+        from ft_notebook.serve import Answer
 
-        return getattr(serving, name)
+        return Answer
     if name in ("Run", "fit", "runs"):
         import ft_notebook.train as train
 

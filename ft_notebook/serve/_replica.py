@@ -29,6 +29,11 @@ PLUGIN_NAME = "ft-notebook-replicas"
 #: Replicas of this worker process, by key ("service/index").
 _REPLICAS: dict[str, Replica] = {}
 _LOCK = threading.Lock()
+#: One model built at a time per worker: a factory that seeds torch's global generator
+#: (torch.manual_seed(0); nn.Linear(...)) would otherwise draw its weights interleaved
+#: with another replica's built at the same moment (two services' replicas, after a
+#: restart), and serve other weights than the notebook's, silently.
+_BUILDING = threading.Lock()
 
 
 class Replica:
@@ -50,8 +55,9 @@ class Replica:
         try:
             import cloudpickle
 
-            model = cloudpickle.loads(self._factory)()
-            self.model, self.device = _placed(model)
+            with _BUILDING:
+                model = cloudpickle.loads(self._factory)()
+                self.model, self.device = _placed(model)
             if self._example is not None:  # the health check: one real call
                 self._call(cloudpickle.loads(self._example))
             self.state = "ready"

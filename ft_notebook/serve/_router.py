@@ -181,6 +181,10 @@ class Router:
             )
             if found.get("incarnation") != view.incarnation or found.get("state") != "ready":
                 self._eject(view, f"the replica is {found.get('state')} on its worker")
+            elif not view.breaker.in_rotation() and view.breaker.allows():
+                # open for its time and answering again: the ping is its half-open probe,
+                # so a replica back from a hang rejoins even while no request comes
+                view.breaker.succeeded()
         except Exception as e:
             why = "no answer" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
             self._eject(

@@ -8,17 +8,16 @@ it again from any kernel, and ``services()`` lists them.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import time
-import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ft_notebook._paths import checked_name
-from ft_notebook.events import Health, service_topic
 from ft_notebook.exceptions import NoWorkers, ServeError
-from ft_notebook.serve._router import Answer, Router
+
+if TYPE_CHECKING:
+    from ft_notebook.events import Health
+    from ft_notebook.serve._router import Answer, Router
 
 #: Options of ``serve`` that tune the router; the defaults come from ``ft-notebook.serve``.
 ROUTING_OPTIONS = (
@@ -60,6 +59,9 @@ def serve(
             not be built on any worker (with the worker's traceback).
         NoWorkers: the cluster has no workers.
     """
+    import dataclasses
+    import uuid
+
     import cloudpickle
 
     if not callable(model):
@@ -118,8 +120,10 @@ class Service:
     """A service on a cluster, started here or elsewhere (see :func:`service`)."""
 
     def __init__(self, client: Any, name: str, settings: Any, fallback: Any, wanted: int) -> None:
+        from ft_notebook.serve._router import Router
+
         self.client, self.name, self.settings = client, name, settings
-        self.router = Router(client, name, settings, fallback, wanted)
+        self.router: Router = Router(client, name, settings, fallback, wanted)
         client.sync(self.router.start)
         self._subscription = _follow(client, name, self.router)
 
@@ -138,6 +142,8 @@ class Service:
         return (await self.acall(x, **options)).value
 
     async def acall(self, x: Any, **options: Any) -> Answer:
+        import asyncio
+
         loop = self.client.loop.asyncio_loop
         future = asyncio.run_coroutine_threadsafe(self.router.call(x, **options), loop)
         return await asyncio.wrap_future(future)
@@ -155,6 +161,8 @@ class Service:
 
     @property
     def health(self) -> Health:
+        from ft_notebook.events import Health
+
         return Health(self.table()["health"])
 
     def scale(self, replicas: int) -> dict[str, Any]:
@@ -215,7 +223,9 @@ class Service:
 
 def _follow(client: Any, name: str, router: Router) -> Any:
     """Act on the coordinator's replica events as they are pushed, on the router's loop."""
-    from ft_notebook.events import subscribe
+    from ft_notebook.events import service_topic, subscribe
+
+    import asyncio
 
     loop = client.loop.asyncio_loop
     started = time.time()
@@ -243,12 +253,16 @@ def _install(client: Any) -> None:
 
 
 def _setting_names() -> set[str]:
+    import dataclasses
+
     from ft_notebook._settings import ServeConfig
 
     return {f.name for f in dataclasses.fields(ServeConfig)}
 
 
 def _settings(routing: dict[str, Any]) -> Any:
+    import dataclasses
+
     from ft_notebook.config import get_config
 
     unknown = sorted(set(routing) - _setting_names())

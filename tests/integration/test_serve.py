@@ -1,0 +1,302 @@
+"""ft.serve on 3 real worker processes: answers equal the model's, and no request fails
+while replicas are killed, hung or slowed, or all gone (the fallback answers). Counts
+and states only; latencies are the benchmark's (benchmarks/bench_serve.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+from distributed import Client
+
+import ft_notebook as ft
+from ft_notebook.cluster.chaos import hang_worker, kill_worker, resume_worker
+from ft_notebook.events import Health, history, service_topic
+from ft_notebook.serve._chaos import slow_replica
+from ft_notebook.testing import poll_for, training_cluster
+from ft_notebook.testing.serving import (
+    closed_loop,
+    inputs,
+    popularity,
+    slowly_built_mlp,
+    small_mlp,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REFERENCE = small_mlp()  # the same seeded weights the replicas build
+
+
+def expected(x: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        return REFERENCE(x)
+
+
+@pytest.fixture(scope="module")
+def trio() -> Iterator[Client]:
+    with training_cluster(3) as client:
+        yield client
+
+
+@pytest.fixture
+def serving(trio: Client) -> Iterator[Callable[..., ft.Service]]:
+    """Start services on the trio, all three workers up first; close them after."""
+    started: list[ft.Service] = []
+
+    def start(name: str, **kwargs: Any) -> ft.Service:
+        poll_for(
+            lambda: len(trio.scheduler_info(n_workers=-1)["workers"]) == 3,
+            timeout=90,
+            what="3 workers",
+        )
+        kwargs.setdefault("example", torch.zeros(1, 32))
+        svc = ft.serve(kwargs.pop("model", small_mlp), name=name, cluster=trio, **kwargs)
+        started.append(svc)
+        return svc
+
+    yield start
+    for svc in started:
+        svc.close()
+
+
+def all_correct(result: Any, xs: list[torch.Tensor]) -> None:
+    assert not result.errors, [f"{o.index}: {o.error!r}" for o in result.errors[:5]]
+    for o in result.answers:
+        assert o.answer.replica is not None, f"request {o.index} answered by the fallback"
+        torch.testing.assert_close(o.answer.value, expected(xs[o.index]), rtol=1e-5, atol=1e-6)
+
+
+def rotation(svc: ft.Service) -> int:
+    return sum(1 for r in svc.router.status()["replicas"] if r["breaker"] == "CLOSED")
+
+
+def worker_of(svc: ft.Service, index: int) -> str:
+    return next(r["worker"] for r in svc.table()["replicas"] if r["index"] == index)
+
+
+def test_answers_equal_the_model_called_here_and_spread_over_the_replicas(serving) -> None:
+    svc = serving("plain")
+    xs = inputs(60)
+    result = closed_loop(svc.call, xs, callers=4)
+    all_correct(result, xs)
+    assert {o.answer.tier for o in result.answers} == {Health.HEALTHY}
+    assert {o.answer.replica for o in result.answers} == {"plain/0", "plain/1", "plain/2"}
+    table = svc.table()
+    assert len({r["worker"] for r in table["replicas"]}) == 3  # one replica per worker
+    assert [s["name"] for s in ft.services(cluster=svc.client)] == ["plain"]
+
+
+@pytest.mark.chaos
+def test_a_replica_killed_under_load_fails_no_request_and_comes_back(serving, trio) -> None:
+    svc = serving("killed")
+    victim = worker_of(svc, 1)
+    xs = inputs(300)
+    result = closed_loop(svc.call, xs, callers=8, after={100: lambda: kill_worker(trio, victim)})
+    all_correct(result, xs)
+    late = [o.answer for o in result.answers[200:]]
+    assert all(a.replica != "killed/1" or a.tier is Health.HEALTHY for a in late)
+    poll_for(
+        lambda: svc.health is Health.HEALTHY and rotation(svc) == 3,
+        timeout=60,
+        what="3 healthy replicas again",
+    )
+    kinds = [(e.kind, e.data.get("replica")) for e in history(service_topic("killed"))]
+    lost = kinds.index(("replica-lost", "killed/1"))
+    assert ("replica-ready", "killed/1") in kinds[lost:], kinds
+    assert svc.table()["replicas"][1]["worker"] == victim  # back on its restarted worker
+
+
+@pytest.mark.chaos
+def test_a_hung_replica_is_taken_out_and_no_request_waits_past_its_deadline(serving, trio) -> None:
+    svc = serving("hung")
+    victim = worker_of(svc, 2)
+    xs = inputs(200)
+    deadline = 8.0
+
+    def hang() -> None:
+        hang_worker(trio, victim)
+
+    try:
+        result = closed_loop(
+            lambda x: svc.call(x, deadline_s=deadline), xs, callers=8, after={50: hang}
+        )
+    finally:
+        resume_worker(trio, victim)
+    all_correct(result, xs)  # a DeadlineExceeded would be an error here
+    transitions = svc.router.status()["transitions"]
+    assert any(t["tier"] == "DEGRADED" for t in transitions), transitions
+    poll_for(
+        lambda: svc.health is Health.HEALTHY and rotation(svc) == 3,
+        timeout=60,
+        what="the hung replica back in rotation",
+    )
+
+
+def test_hedging_answers_a_slow_replica_from_another_within_its_budget(serving, trio) -> None:
+    svc = serving("hedged")
+    warm = inputs(40, seed=2)
+    all_correct(closed_loop(svc.call, warm, callers=1), warm)  # the latencies hedging needs
+    slow_replica(trio, "replica:hedged/0", ms=400, fraction=1.0)
+    xs = inputs(120)
+    result = closed_loop(svc.call, xs, callers=1)
+    all_correct(result, xs)
+    counts = svc.router.status()
+    assert counts["hedges"] >= 1
+    assert counts["hedges"] <= 0.05 * counts["requests"] + 1
+    rescued = [
+        o.answer for o in result.answers if o.answer.hedged and o.answer.replica != "hedged/0"
+    ]
+    assert rescued, "no hedge won against the slow replica"
+    slow_replica(trio, "replica:hedged/0", ms=0)
+
+
+@pytest.mark.chaos
+def test_with_every_replica_gone_the_fallback_answers_and_the_replicas_come_back(
+    serving, trio
+) -> None:
+    with_fallback = serving("backed", fallback=popularity)
+    without = serving("bare", replicas=2)
+    names = sorted(w["name"] for w in trio.scheduler_info(n_workers=-1)["workers"].values())
+    for name in names:
+        kill_worker(trio, name)
+    backed, bare = [], []  # what each service answered until it was whole again
+    deadline = time.monotonic() + 90
+    while not (backed and backed[-1].tier is Health.HEALTHY and rotation(with_fallback) == 3):
+        assert time.monotonic() < deadline, f"not whole again: {with_fallback.status()}"
+        backed.append(with_fallback.call(torch.ones(2, 32)))  # never raises
+        try:
+            bare.append(without.call(torch.ones(2, 32), deadline_s=60))
+        except ft.ServiceUnavailable as e:
+            bare.append(e)
+    fallback = [a for a in backed if a.tier is Health.FALLBACK]
+    assert fallback, "the fallback never answered while every worker was gone"
+    assert {(a.value, a.replica) for a in fallback} == {("most-popular", None)}
+    assert any(isinstance(b, ft.ServiceUnavailable) and "no fallback" in str(b) for b in bare)
+    back = backed[-1]
+    assert back.replica is not None
+    torch.testing.assert_close(back.value, expected(torch.ones(2, 32)), rtol=1e-5, atol=1e-6)
+    poll_for(lambda: rotation(without) == 2, timeout=90, what="the bare service back")
+    assert without.call(torch.ones(2, 32)).replica is not None
+
+
+def test_replicas_built_at_once_on_one_worker_serve_the_seeded_weights(serving, trio) -> None:
+    # factories that seed torch's global generator, built side by side: the restart of a
+    # worker that holds replicas of two services served other weights, silently
+    reference = slowly_built_mlp()
+    first = serving("twin-a", model=slowly_built_mlp, wait=False)
+    second = serving("twin-b", model=slowly_built_mlp, wait=False)
+    xs = inputs(30)
+    for svc in (first, second):
+        svc.wait_ready(timeout=60)
+        result = closed_loop(svc.call, xs, callers=3)
+        assert not result.errors
+        with torch.inference_mode():
+            for o in result.answers:
+                torch.testing.assert_close(o.answer.value, reference(xs[o.index]))
+
+
+def test_bad_input_is_the_callers_error_and_costs_the_replicas_nothing(serving) -> None:
+    svc = serving("strict")
+    for _ in range(10):  # more than breaker_failures: a counted failure would open one
+        with pytest.raises(ft.InputRejected, match="mat1 and mat2 shapes cannot be multiplied"):
+            svc.predict(torch.zeros(2, 7))
+    status = svc.router.status()
+    assert status["retries"] == 0 and status["hedges"] == 0
+    assert {r["breaker"] for r in status["replicas"]} == {"CLOSED"}
+    assert sum(r["errors"] for r in status["replicas"]) == 0
+    assert svc.call(torch.zeros(1, 32)).tier is Health.HEALTHY
+
+
+def test_a_full_queue_refuses_at_once_instead_of_queueing(serving, trio) -> None:
+    svc = serving("crowded", max_queue=2)
+    for i in range(3):
+        slow_replica(trio, f"replica:crowded/{i}", ms=300, fraction=1.0)
+    xs = inputs(24)
+    result = closed_loop(lambda x: svc.call(x, hedge=False), xs, callers=8)
+    refused = [o for o in result.errors if isinstance(o.error, ft.Overloaded)]
+    assert refused and len(refused) == len(result.errors), [repr(o.error) for o in result.errors]
+    assert result.answers  # the admitted ones were served
+    assert svc.router.status()["shed"] == len(refused)
+    assert max(o.seconds for o in refused) < min(o.seconds for o in result.answers)
+
+
+def broken_factory() -> Any:
+    raise ValueError("no weights at /models/latest.pt")
+
+
+def test_a_model_that_cannot_be_built_anywhere_is_a_clear_error(trio) -> None:
+    with pytest.raises(ft.ServeError, match="could not be built on any worker") as caught:
+        ft.serve(broken_factory, name="broken", cluster=trio, replicas=2)
+    assert "no weights at /models/latest.pt" in str(caught.value)
+    assert "Traceback" in str(caught.value)
+    trio.sync(trio.scheduler.ft_service, action="remove", name="broken")
+
+
+def test_unknown_options_and_bad_arguments_are_refused_before_anything_starts(trio) -> None:
+    with pytest.raises(ft.ServeError, match="unknown options"):
+        ft.serve(small_mlp, cluster=trio, deadline=3)
+    with pytest.raises(ft.ServeError, match="positive int"):
+        ft.serve(small_mlp, replicas=0, cluster=trio)
+    with pytest.raises(ft.ServeError, match="factory"):
+        ft.serve(REFERENCE(torch.zeros(1, 32)), cluster=trio)
+    assert ft.services(cluster=trio) == []
+
+
+def test_scaling_down_and_up_changes_the_replicas_that_answer(serving) -> None:
+    svc = serving("scaled")
+    svc.scale(1)
+    poll_for(lambda: len(svc.router.views) == 1, timeout=30, what="one replica routed")
+    assert {svc.call(x).replica for x in inputs(10)} == {"scaled/0"}
+    assert svc.health is Health.HEALTHY  # 1 of 1 wanted
+    svc.scale(3)
+    svc.wait_ready(timeout=60)
+    assert len({svc.call(x).replica for x in inputs(30)}) == 3
+
+
+@pytest.mark.chaos
+def test_the_service_outlives_the_kernel_that_started_it(trio: Client, tmp_path) -> None:
+    address = trio.scheduler.address
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from distributed import Client
+        import ft_notebook as ft
+        from ft_notebook.testing.serving import small_mlp, popularity
+        client = Client({address!r}, set_as_default=False)
+        ft.serve(small_mlp, name="orphan", cluster=client, fallback=popularity)
+        print("serving", flush=True)
+        time.sleep(600)
+        """
+    )
+    log = tmp_path / "kernel.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        poll_for(lambda: "serving" in log.read_text(), timeout=120, what=f"the service ({log})")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    started = time.monotonic()
+    poll_for(lambda: "orphan" in {s["name"] for s in ft.services(cluster=trio)}, timeout=10)
+    svc = ft.service("orphan", cluster=trio)
+    try:
+        xs = inputs(30)
+        all_correct(closed_loop(svc.call, xs, callers=2), xs)
+        assert svc.router.fallback is not None  # the fallback came with it
+        assert time.monotonic() - started < 120
+    finally:
+        svc.close()
+    assert "orphan" not in {s["name"] for s in ft.services(cluster=trio)}
