@@ -223,9 +223,9 @@ class Service:
 
 def _follow(client: Any, name: str, router: Router) -> Any:
     """Act on the coordinator's replica events as they are pushed, on the router's loop."""
-    from ft_notebook.events import service_topic, subscribe
-
     import asyncio
+
+    from ft_notebook.events import service_topic, subscribe
 
     loop = client.loop.asyncio_loop
     started = time.time()

@@ -11,12 +11,16 @@ from ft_notebook.serve._policy import Breaker, Budget, CircuitBreaker, Latencies
 
 def test_a_breaker_opens_after_the_failures_in_a_row_and_a_success_resets_the_count() -> None:
     b = CircuitBreaker(failures=3, open_s=1.0)
-    assert not b.failed("x") and not b.failed("x")
+    assert not b.failed("x")
+    assert not b.failed("x")
     b.succeeded()
-    assert not b.failed("x") and not b.failed("x")
-    assert b.state is Breaker.CLOSED and b.allows()
+    assert not b.failed("x")
+    assert not b.failed("x")
+    assert b.state is Breaker.CLOSED
+    assert b.allows()
     assert b.failed("third in a row")
-    assert b.state is Breaker.OPEN and b.reason == "third in a row"
+    assert b.state is Breaker.OPEN
+    assert b.reason == "third in a row"
     assert not b.allows(now=b.opened_at + 0.5)
 
 
@@ -24,7 +28,8 @@ def test_an_open_breaker_lets_one_probe_through_after_its_time_and_the_probe_dec
     b = CircuitBreaker(failures=1, open_s=1.0)
     b.failed("down")
     assert b.allows(now=b.opened_at + 1.0)
-    assert b.state is Breaker.HALF_OPEN and not b.in_rotation()
+    assert b.state is Breaker.HALF_OPEN
+    assert not b.in_rotation()
     b.started()
     assert not b.allows(now=b.opened_at + 1.0)  # one probe at a time
     assert b.failed("still down")  # a failed probe opens it again, for another open_s
@@ -32,7 +37,9 @@ def test_an_open_breaker_lets_one_probe_through_after_its_time_and_the_probe_dec
     assert b.allows(now=b.opened_at + 1.0)
     b.started()
     b.succeeded()
-    assert b.state is Breaker.CLOSED and b.in_rotation() and b.allows()
+    assert b.state is Breaker.CLOSED
+    assert b.in_rotation()
+    assert b.allows()
 
 
 def test_a_failure_at_once_opens_the_breaker_whatever_the_count() -> None:
