@@ -80,7 +80,7 @@ def serve(
             "The cluster has no workers to put replicas on. Start some (ft.cluster("
             "workers=2) for your own cluster) and call serve again."
         )
-    _install(client)
+    install(client)
     table = client.sync(
         client.scheduler.ft_service,
         action="create",
@@ -102,7 +102,7 @@ def service(name: str, cluster: Any = None) -> Service:
     import cloudpickle
 
     client = _client(cluster)
-    _install(client)
+    install(client)
     found = client.sync(client.scheduler.ft_service, action="setup", name=name)
     settings = _settings({k: v for k, v in found["routing"].items() if k in _setting_names()})
     fallback = cloudpickle.loads(found["fallback"]) if found["fallback"] else None
@@ -112,7 +112,7 @@ def service(name: str, cluster: Any = None) -> Service:
 def services(cluster: Any = None) -> list[dict[str, Any]]:
     """The services of the cluster: name, health, replicas wanted, when created."""
     client = _client(cluster)
-    _install(client)
+    install(client)
     return list(client.sync(client.scheduler.ft_service, action="names"))
 
 
@@ -244,10 +244,14 @@ def _follow(client: Any, name: str, router: Router) -> Any:
         return None
 
 
-def _install(client: Any) -> None:
+def install(client: Any) -> None:
+    """Put the service coordinator and the replica handlers on the cluster (idempotent),
+    with the control plane they build on."""
+    from ft_notebook.cluster import install_plugins
     from ft_notebook.serve._coordinator import ServiceCoordinator
     from ft_notebook.serve._replica import ReplicaHandlers
 
+    install_plugins(client)
     client.register_plugin(ReplicaHandlers())
     client.register_plugin(ServiceCoordinator())
 

@@ -9,6 +9,10 @@ Routes, under ``<base_url>/ft-notebook/api/`` (see :data:`ROUTES`):
 - ``GET events?topic=T&since=N&limit=M``: a topic's events after ``N``, oldest first;
 - ``GET snapshots?notebook=KEY`` or ``?path=API_PATH``: the snapshots of one notebook,
   by its snapshot key or by the path of the open notebook (the key its kernel uses);
+- ``GET services?cluster=NAME``: that cluster's services and their replicas;
+- ``POST services/SERVICE/predict?cluster=NAME``: answer a JSON body with the service,
+  routed as a notebook routes it (400 rejected input, 429 overloaded, 503 no replica
+  and no fallback, 504 past the deadline); never unpickles anything from the request;
 - ``POST chaos`` ``{"cluster", "action": "kill"|"hang"|"resume", "worker"}``:
   refused (403) unless ``ft-notebook.server.chaos-actions`` is true.
 
@@ -16,8 +20,8 @@ Every route is authenticated and authorised (resource ``ft_notebook``); the only
 mutation is a POST, which carries XSRF protection when authenticated by cookie. Errors
 are JSON ``{"message", "reason"}`` with 400, 403, 404 or 503. The extension only reads
 journals, the registry and the store, and records the renames of notebooks that have
-snapshots (see :mod:`._renames`): it never imports the session, training or serving
-layers.
+snapshots (see :mod:`._renames`); it routes service requests through the serving
+layer's router and never imports the session or training layers.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ from ft_notebook.server._handlers import (
     ChaosHandler,
     ClustersHandler,
     EventsHandler,
+    PredictHandler,
     RunsHandler,
+    ServicesHandler,
     SnapshotsHandler,
     WorkersHandler,
 )
@@ -49,6 +55,8 @@ ROUTES: tuple[tuple[str, type[Any], tuple[str, ...]], ...] = (
     (f"{API_PREFIX}/runs", RunsHandler, ("GET",)),
     (f"{API_PREFIX}/events", EventsHandler, ("GET",)),
     (f"{API_PREFIX}/snapshots", SnapshotsHandler, ("GET",)),
+    (f"{API_PREFIX}/services", ServicesHandler, ("GET",)),
+    (f"{API_PREFIX}/services/([^/]+)/predict", PredictHandler, ("POST",)),
     (f"{API_PREFIX}/chaos", ChaosHandler, ("POST",)),
 )
 

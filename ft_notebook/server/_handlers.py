@@ -123,16 +123,37 @@ class SnapshotsHandler(_Handler):
             raise web.HTTPError(400, "%s", str(e), reason="BadRequest") from None
 
 
+class ServicesHandler(_Handler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        cluster = self.get_query_argument("cluster", "")
+        services = await self.call(self.manager.services, cluster)
+        self.reply([s.to_json() for s in services])
+
+
+class PredictHandler(_Handler):
+    @web.authenticated
+    @authorized
+    async def post(self, service: str) -> None:
+        """``?cluster=NAME`` (default: ``default``); the body is JSON (see ._services)."""
+        cluster = self.get_query_argument("cluster", "default")
+        answer = await self.call(self.manager.predict, cluster, service, _json_body(self))
+        self.reply(answer.to_json())
+
+
+def _json_body(handler: _Handler) -> object:
+    try:
+        return json.loads(handler.request.body or b"{}")
+    except ValueError as e:
+        raise web.HTTPError(400, "%s", f"The body is not JSON: {e}.", reason="BadRequest") from e
+
+
 class ChaosHandler(_Handler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        try:
-            body = json.loads(self.request.body or b"{}")
-        except ValueError as e:
-            raise web.HTTPError(
-                400, "%s", f"The body is not JSON: {e}.", reason="BadRequest"
-            ) from e
+        body = _json_body(self)
         if not isinstance(body, dict):
             raise web.HTTPError(
                 400,

@@ -13,8 +13,10 @@ thin and this module testable::
      └── ApiError (status)
           ├── BadRequest   400  a malformed name, topic, number or action
           ├── Refused      403  chaos actions while they are turned off
-          ├── NotFound     404  no such cluster or worker
-          └── Unavailable  503  the cluster is registered but does not answer
+          ├── NotFound     404  no such cluster, worker or service
+          ├── TooMany      429  a service's queue is full (Overloaded)
+          ├── Unavailable  503  the cluster does not answer, or no replica can
+          └── TooLate      504  no replica answered within the deadline
 """
 
 from __future__ import annotations
@@ -33,10 +35,13 @@ from ft_notebook.server._clients import Clients
 from ft_notebook.server._models import (
     ChaosResultModel,
     ClusterModel,
+    PredictionModel,
     RunModel,
+    ServiceModel,
     SnapshotModel,
 )
 from ft_notebook.server._runs import RunJournals
+from ft_notebook.server._services import Routers
 
 if TYPE_CHECKING:
     from ft_notebook.cluster import ClusterInfo
@@ -68,8 +73,16 @@ class NotFound(ApiError):
     status = 404
 
 
+class TooMany(ApiError):
+    status = 429
+
+
 class Unavailable(ApiError):
     status = 503
+
+
+class TooLate(ApiError):
+    status = 504
 
 
 class ResilienceManager:
@@ -86,9 +99,11 @@ class ResilienceManager:
         self.chaos_actions = chaos_actions
         self._clients = Clients(connect or _connect)
         self._runs = RunJournals()
+        self._routers = Routers()
 
     def close(self) -> None:
-        """Close the clients kept to the user's clusters."""
+        """Stop routing for services and close the clients kept to the user's clusters."""
+        self._routers.close()
         self._clients.close()
 
     def clusters(self) -> list[ClusterModel]:
@@ -168,6 +183,38 @@ class ResilienceManager:
                 )
             )
         return rows
+
+    def services(self, cluster: object) -> list[ServiceModel]:
+        """The services of ``cluster`` with their replicas, asked of its scheduler."""
+        name = _name(cluster, "cluster name")
+        with self._client(name) as client:
+            return self._routers.services(client, name)
+
+    def predict(self, cluster: object, service: object, body: object) -> PredictionModel:
+        """Answer ``body`` (``{"inputs": nested numbers}`` or ``{"json": value}``) with
+        the service, routed from this server as a notebook routes it."""
+        from ft_notebook.exceptions import (
+            DeadlineExceeded,
+            InputRejected,
+            Overloaded,
+            ServeError,
+            ServiceUnavailable,
+        )
+
+        name, service_name = _name(cluster, "cluster name"), _name(service, "service name")
+        with self._client(name) as client:
+            try:
+                return self._routers.predict(client, name, service_name, body)
+            except (InputRejected, ValueError) as e:
+                raise BadRequest(str(e)) from e
+            except Overloaded as e:
+                raise TooMany(str(e)) from e
+            except ServiceUnavailable as e:
+                raise Unavailable(str(e)) from e
+            except DeadlineExceeded as e:
+                raise TooLate(str(e)) from e
+            except ServeError as e:  # no such service
+                raise NotFound(str(e)) from e
 
     def chaos(self, cluster: object, action: object, worker: object) -> ChaosResultModel:
         """Kill, hang or resume ``worker`` of ``cluster``, if chaos actions are on."""

@@ -106,6 +106,55 @@ class SnapshotModel:
 
 
 @dataclass(frozen=True)
+class ReplicaModel:
+    """One replica of a service, as its coordinator keeps it."""
+
+    replica: str
+    worker: str
+    #: waiting | warming | ready | failed | lost
+    state: str
+    #: Wall-clock time it entered that state.
+    since: float
+    cause: str = ""
+
+
+@dataclass(frozen=True)
+class ServiceModel:
+    """A service running on one of the user's clusters."""
+
+    name: str
+    cluster: str
+    #: HEALTHY (every replica ready), DEGRADED (some), FALLBACK (none).
+    health: Health
+    reason: str
+    wanted: int
+    ready: int
+    replicas: tuple[ReplicaModel, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["replicas"] = [asdict(r) for r in self.replicas]
+        return out
+
+
+@dataclass(frozen=True)
+class PredictionModel:
+    """A service's answer over HTTP, and where it came from."""
+
+    #: The model's output as JSON (a tensor or array as nested lists).
+    outputs: Any
+    #: "SERVICE/INDEX"; null when the fallback answered.
+    replica: str | None
+    tier: Health
+    retries: int
+    hedged: bool
+    latency_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class ChaosResultModel:
     """What a chaos action did: the signal, to which worker, to which process."""
 
@@ -122,7 +171,7 @@ class ChaosResultModel:
 
 @dataclass(frozen=True)
 class ErrorModel:
-    """The body of every error response (400, 403, 404, 500, 503)."""
+    """The body of every error response (400, 403, 404, 429, 500, 503, 504)."""
 
     message: str
     #: The error's class: BadRequest, Refused, NotFound, Unavailable, ...

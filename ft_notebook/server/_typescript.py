@@ -22,8 +22,11 @@ from ft_notebook.server._models import (
     ChaosResultModel,
     ClusterModel,
     ErrorModel,
+    PredictionModel,
     RecoveryModel,
+    ReplicaModel,
     RunModel,
+    ServiceModel,
     SnapshotModel,
 )
 
@@ -35,6 +38,9 @@ MODELS: tuple[type[Any], ...] = (
     RecoveryModel,
     RunModel,
     SnapshotModel,
+    ReplicaModel,
+    ServiceModel,
+    PredictionModel,
     ChaosResultModel,
     ErrorModel,
 )
@@ -73,6 +79,8 @@ def _ts(hint: Any) -> str:
     args = typing.get_args(hint)
     if hint is type(None):
         return "null"
+    if hint is Any:
+        return "unknown"
     if hint is str:
         return "string"
     if hint is bool:

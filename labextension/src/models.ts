@@ -78,6 +78,36 @@ export interface SnapshotModel {
   renamed_from: string;
 }
 
+/** One replica of a service, as its coordinator keeps it. */
+export interface ReplicaModel {
+  replica: string;
+  worker: string;
+  state: string;
+  since: number;
+  cause: string;
+}
+
+/** A service running on one of the user's clusters. */
+export interface ServiceModel {
+  name: string;
+  cluster: string;
+  health: Health;
+  reason: string;
+  wanted: number;
+  ready: number;
+  replicas: ReplicaModel[];
+}
+
+/** A service's answer over HTTP, and where it came from. */
+export interface PredictionModel {
+  outputs: unknown;
+  replica: string | null;
+  tier: Health;
+  retries: number;
+  hedged: boolean;
+  latency_s: number;
+}
+
 /** What a chaos action did: the signal, to which worker, to which process. */
 export interface ChaosResultModel {
   cluster: string;
@@ -88,7 +118,7 @@ export interface ChaosResultModel {
   pid: number;
 }
 
-/** The body of every error response (400, 403, 404, 500, 503). */
+/** The body of every error response (400, 403, 404, 429, 500, 503, 504). */
 export interface ErrorModel {
   message: string;
   reason: string;

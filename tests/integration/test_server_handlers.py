@@ -36,6 +36,7 @@ def private_data(isolated_data_dir: Path) -> Path:
 
 
 async def _call(fetch: Fetch, path: str, method: str, **kw: Any) -> HTTPResponse:
+    path = path.replace("([^/]+)", "a-service")  # a route's pattern, as a request's path
     if method == "POST":
         kw.setdefault("body", json.dumps({"cluster": "c", "action": "kill", "worker": "w"}))
     return await fetch(path, method=method, raise_error=False, **kw)
@@ -87,7 +88,9 @@ async def test_every_route_rejects_an_unauthenticated_request(
         assert authenticated.code in (200, 404)
         if authenticated.code == 404:  # the workers of a cluster that does not run
             assert json.loads(authenticated.body)["reason"] == "NotFound"
-    else:  # the only POST, chaos, is off by default
+    elif "predict" in path:  # a service of a cluster that does not run
+        assert (authenticated.code, json.loads(authenticated.body)["reason"]) == (404, "NotFound")
+    else:  # chaos is off by default
         assert json.loads(authenticated.body)["reason"] == "Refused"
 
 
@@ -236,9 +239,10 @@ async def test_a_cookie_authenticated_post_needs_xsrf(jp_fetch: Fetch) -> None:
     # the cookie alone authenticates a GET ...
     assert (await jp_fetch(API_PREFIX, "runs", headers=by_cookie)).code == 200
     # ... but a POST without the XSRF token is refused before the handler runs
-    forged = await _call(jp_fetch, f"{API_PREFIX}/chaos", "POST", headers=dict(by_cookie))
-    assert forged.code == 403
-    assert "_xsrf" in json.loads(forged.body)["message"]
+    for route in ("chaos", "services/a-service/predict"):
+        forged = await _call(jp_fetch, f"{API_PREFIX}/{route}", "POST", headers=dict(by_cookie))
+        assert forged.code == 403
+        assert "_xsrf" in json.loads(forged.body)["message"]
     # with a token in the header that matches the _xsrf cookie (which a page of another
     # origin can neither read nor set), the request reaches the handler, which refuses
     # chaos for its own reason
@@ -247,3 +251,63 @@ async def test_a_cookie_authenticated_post_needs_xsrf(jp_fetch: Fetch) -> None:
     reached = await _call(jp_fetch, f"{API_PREFIX}/chaos", "POST", headers={**by_cookie, **xsrf})
     assert reached.code == 403
     assert json.loads(reached.body)["reason"] == "Refused"
+
+
+@pytest.mark.slow
+async def test_a_service_answers_json_over_http_as_it_answers_a_notebook(
+    jp_fetch: Fetch, jp_serverapp: Any, cluster: Any, register_cluster: Callable[..., Any]
+) -> None:
+    import asyncio
+
+    import torch
+    from distributed import Client
+
+    import ft_notebook as ft
+    from ft_notebook.server import ResilienceManager
+    from ft_notebook.testing.serving import inputs, small_mlp
+
+    lab = register_cluster("lab").name
+    client = await asyncio.to_thread(Client, cluster, set_as_default=False)
+    manager = ResilienceManager(connect=lambda info: client)
+    jp_serverapp.web_app.settings["ft_notebook_manager"] = manager
+    svc = await asyncio.to_thread(
+        ft.serve, small_mlp, 2, None, "http-mlp", client, example=torch.zeros(1, 32)
+    )
+    try:
+
+        async def post(service: str, body: Any) -> HTTPResponse:
+            return await jp_fetch(
+                API_PREFIX,
+                "services",
+                service,
+                "predict",
+                method="POST",
+                params={"cluster": lab},
+                body=json.dumps(body),
+                raise_error=False,
+            )
+
+        x = inputs(1)[0]
+        answer = await post("http-mlp", {"inputs": x.tolist()})
+        assert answer.code == 200, answer.body
+        got = json.loads(answer.body)
+        with torch.inference_mode():
+            want = small_mlp()(x)
+        torch.testing.assert_close(torch.tensor(got["outputs"]), want, rtol=1e-5, atol=1e-5)
+        assert got["tier"] == "HEALTHY"
+        assert got["replica"] in ("http-mlp/0", "http-mlp/1")
+        listed = await jp_fetch(API_PREFIX, "services", params={"cluster": lab})
+        [row] = json.loads(listed.body)
+        assert (row["name"], row["health"], row["ready"]) == ("http-mlp", "HEALTHY", 2)
+        wrong_shape = await post("http-mlp", {"inputs": [[1.0, 2.0]]})
+        assert wrong_shape.code == 400
+        assert "mat1 and mat2" in json.loads(wrong_shape.body)["message"]
+        for bad in ({"inputs": [[1, 2], [3]]}, {"pickle": "gASV"}, [1, 2]):
+            refused = await post("http-mlp", bad)
+            assert refused.code == 400, bad
+        missing = await post("no-such-service", {"inputs": [[0.0] * 32]})
+        assert (missing.code, json.loads(missing.body)["reason"]) == (404, "NotFound")
+    finally:
+        await asyncio.to_thread(svc.close)
+        await asyncio.to_thread(manager.close)
+        await asyncio.to_thread(client.close)
