@@ -62,19 +62,23 @@ class CircuitBreaker:
 
 
 class Budget:
-    """At most ``fraction`` of the requests so far (plus ``floor``) may spend one."""
+    """A token bucket: each request adds ``fraction`` of a token, up to ``burst``
+    tokens; spending one needs a whole token. So over any stretch of N requests at most
+    ``fraction x N + burst`` are spent, however quiet the time before it was."""
 
-    def __init__(self, fraction: float, floor: int = 0) -> None:
-        self.fraction, self.floor = fraction, floor
-        self.requests = 0
-        self.spent = 0
+    def __init__(self, fraction: float, burst: float = 1.0) -> None:
+        self.fraction, self.burst = fraction, burst
+        self.tokens = burst
+        self.requests = self.spent = 0
 
     def request(self) -> None:
         self.requests += 1
+        self.tokens = min(self.burst, self.tokens + self.fraction)
 
     def take(self) -> bool:
-        if self.spent + 1 > self.fraction * self.requests + self.floor:
+        if self.tokens < 1 - 1e-9:  # twenty 0.05s sum to 0.999...
             return False
+        self.tokens -= 1
         self.spent += 1
         return True
 

@@ -58,6 +58,10 @@ class ReplicaView:
         self.latencies = Latencies()
         self.attempts: set[asyncio.Task[Any]] = set()
         self.ping: asyncio.Task[None] | None = None  # the health check in flight
+        self.since: list[float] = []  # when each call in flight was sent
+
+    def stalled(self, now: float, late: float) -> bool:
+        return bool(self.since) and now - min(self.since) > late
 
     def row(self) -> dict[str, Any]:
         return {
@@ -77,6 +81,12 @@ class _ReplicaFailed(Exception):
     pass
 
 
+def _forget(task: asyncio.Task[Any]) -> None:
+    """The answer of an attempt that lost its race: nobody waits for it."""
+    if not task.cancelled():
+        task.exception()
+
+
 class Router:
     def __init__(self, client: Any, name: str, settings: Any, fallback: Any, wanted: int) -> None:
         self.client, self.name, self.settings = client, name, settings
@@ -85,8 +95,10 @@ class Router:
         self.version = -1
         self.outstanding = 0
         self.latencies = Latencies()
-        self.retry_budget = Budget(settings.retry_budget, floor=10)
-        self.hedge_budget = Budget(settings.hedge_budget)
+        # re-sends come in bursts (a replica dies under 8 requests), hedges too (a stalled
+        # replica holds several): each bucket holds a few tokens
+        self.retry_budget = Budget(settings.retry_budget, burst=10)
+        self.hedge_budget = Budget(settings.hedge_budget, burst=5)
         self.counts = dict(
             requests=0, answered=0, fallback=0, retries=0, hedges=0, shed=0, failed=0
         )
@@ -197,22 +209,31 @@ class Router:
     # ---- requests
 
     def _pick(self, exclude: set[str]) -> ReplicaView | None:
+        """The least outstanding replica the breakers allow; one holding a call older
+        than the hedge time is stalled now (a long call, a pause) and comes last: a
+        request queued behind it would wait as long, and need a hedge."""
         now = time.monotonic()
         allowed = [v for v in self.views.values() if v.key not in exclude and v.breaker.allows(now)]
         if not allowed:
             return None
-        return min(allowed, key=lambda v: (v.inflight, v.served))
+        late = self._hedge_after() or float(self.settings.deadline_s)
+        return min(allowed, key=lambda v: (v.stalled(now, late), v.inflight, v.served))
 
     def _hedge_after(self) -> float | None:
         if self.settings.hedge_budget <= 0 or len(self.latencies) < _HEDGE_AFTER_SAMPLES:
             return None
+        # After the p95, but never later than 3x the median: the answers of a stalled
+        # replica are part of the window too, and where they are some 5% of it they
+        # push the p95 up to their own latency, and the hedges come too late to help.
         p95 = self.latencies.quantile(0.95) or 0.0
-        return max(float(self.settings.hedge_after_min_s), p95)
+        p50 = self.latencies.quantile(0.5) or 0.0
+        return max(float(self.settings.hedge_after_min_s), min(p95, 3 * p50))
 
     def _attempt(self, view: ReplicaView, x: Any) -> asyncio.Task[Any]:
         async def send() -> tuple[dict[str, Any], float]:
             started = time.monotonic()
             view.inflight += 1
+            view.since.append(started)
             view.breaker.started()
             try:
                 reply = await self.client.rpc(view.address).ft_serve_predict(
@@ -222,6 +243,7 @@ class Router:
                 raise _ReplicaFailed(f"{type(e).__name__}: {e}", True) from e
             finally:
                 view.inflight -= 1
+                view.since.remove(started)
             return reply, time.monotonic() - started
 
         task = asyncio.ensure_future(send())
@@ -266,7 +288,8 @@ class Router:
         deadline = started + deadline_s
         pending: dict[asyncio.Task[Any], ReplicaView] = {}
         tried: set[str] = set()
-        used_retries, hedged, errors = 0, False, []
+        used_retries, errors = 0, []
+        hedged = considered = False  # a hedge sent; the hedge time passed (one per request)
         while True:
             if not pending:
                 view = self._pick(tried)
@@ -274,7 +297,7 @@ class Router:
                     break
                 pending[self._attempt(view, x)] = view
             left = deadline - time.monotonic()
-            hedge_after = self._hedge_after() if hedge and not hedged else None
+            hedge_after = self._hedge_after() if hedge and not considered else None
             if hedge_after is not None:
                 hedge_after -= time.monotonic() - started
             wait = left if hedge_after is None else max(0.0, min(left, hedge_after))
@@ -290,9 +313,10 @@ class Router:
                         f"{deadline_s:g} s (asked {asked}). "
                         f"Pass deadline_s= for slower models; svc.status() shows the replicas."
                     )
-                hedged = True  # one hedge per request, and only when the budget allows
+                considered = True
                 other = self._pick(tried | {v.key for v in pending.values()})
                 if other is not None and self.hedge_budget.take():
+                    hedged = True
                     self.counts["hedges"] += 1
                     pending[self._attempt(other, x)] = other
                 continue
@@ -300,8 +324,8 @@ class Router:
                 view = pending.pop(task)
                 reply, why, at_once = self._outcome(task)
                 if reply is not None and reply["status"] == "OK":
-                    for loser in pending:
-                        loser.cancel()
+                    for loser in pending:  # its replica works on it still: let it finish,
+                        loser.add_done_callback(_forget)  # so that its load shows
                     return self._answered(
                         view, reply, task.result()[1], started, used_retries, hedged
                     )

@@ -49,15 +49,24 @@ def test_a_failure_at_once_opens_the_breaker_whatever_the_count() -> None:
     assert not b.failed("again", at_once=True)  # already open: not newly opened
 
 
-def test_a_budget_allows_its_fraction_of_the_requests_plus_its_floor() -> None:
-    budget = Budget(0.05)
+def test_a_budget_allows_its_fraction_of_any_stretch_of_requests_plus_its_burst() -> None:
+    budget = Budget(0.05, burst=1)
     spent = 0
     for _ in range(1000):
         budget.request()
         spent += budget.take()
     assert spent == 50
-    floored = Budget(0.2, floor=10)
-    assert sum(floored.take() for _ in range(20)) == 10  # before any request: the floor
+    quiet = Budget(0.05, burst=1)
+    for _ in range(5000):  # a long stretch without spending saves no more than the burst
+        quiet.request()
+    stretch = 0
+    for _ in range(200):
+        quiet.request()
+        stretch += quiet.take()
+        stretch += quiet.take()  # asking twice per request gets no more
+    assert 10 <= stretch <= 11  # at most 0.05 x 200 + 1
+    burst = Budget(0.2, burst=10)
+    assert sum(burst.take() for _ in range(20)) == 10  # before any request: the burst
 
 
 def test_latency_quantiles_are_of_the_newest_window() -> None:
