@@ -19,9 +19,21 @@ def add_parsers(add: Any) -> None:
     p.add_argument("--name", default="default", help="which of your clusters (default: default)")
     p.add_argument("--workers", type=int, help="for up: CPU workers (default: fits the cores)")
     p.add_argument("--gpus", help="for up: 'auto', 'none', 'all' or indices such as 0,2")
-    p = add("chaos", "Kill, hang or resume a worker process, for a drill.", handlers.chaos)
-    p.add_argument("action", choices=["kill", "hang", "resume"])
-    p.add_argument("worker", help="a worker name, or 'random'")
+    p = add(
+        "chaos",
+        "Kill, hang, slow down or resume a worker or a replica, for a drill.",
+        handlers.chaos,
+    )
+    p.add_argument("action", choices=["kill", "hang", "slow", "resume"])
+    p.add_argument(
+        "worker",
+        metavar="TARGET",
+        help="a worker name, 'random', or replica:SERVICE/INDEX (its worker; slow: itself)",
+    )
+    p.add_argument("--ms", type=float, help="for slow: milliseconds added to a call")
+    p.add_argument(
+        "--fraction", type=float, default=1.0, help="for slow: the share of calls slowed"
+    )
     p.add_argument("--name", default="default", help="which of your clusters (default: default)")
 
 
@@ -56,10 +68,29 @@ class ClusterCommands:
 
     def chaos(self, args: argparse.Namespace, cell: str | None) -> None:
         from ft_notebook.cluster import chaos
+        from ft_notebook.serve._chaos import PREFIX, replica_row, slow_replica
 
+        replica = args.worker.startswith(PREFIX)
+        if args.action == "slow" and (not replica or args.ms is None):
+            raise _usage("%ft chaos slow needs a replica:SERVICE/INDEX and --ms N")
+        if args.ms is not None and (args.ms < 0 or not 0 < args.fraction <= 1):
+            raise _usage("--ms must be >= 0 and --fraction in (0, 1]")
+        client = self.client(args.name)
+        if args.action == "slow":
+            row = slow_replica(client, args.worker, args.ms, args.fraction)
+            print(
+                f"ft: replica {row['replica']} (worker {row['worker']!r}) now takes "
+                f"{args.ms:g} ms longer on {args.fraction:.0%} of its calls; "
+                f"%ft chaos resume {args.worker} undoes it"
+            )
+            return
+        worker = replica_row(client, args.worker)["worker"] if replica else args.worker
         act = {"kill": chaos.kill_worker, "hang": chaos.hang_worker, "resume": chaos.resume_worker}
-        done = act[args.action](self.client(args.name), args.worker)
+        done = act[args.action](client, worker)
         print(f"ft: sent {done.signal} to worker {done.worker!r} (pid {done.pid}, {done.address})")
+        if replica and args.action == "resume":  # after SIGCONT: a stopped worker answers nothing
+            slow_replica(client, args.worker, 0)
+            print(f"ft: replica {args.worker[len(PREFIX) :]} no longer slowed")
 
     def client(self, name: str) -> Any:
         client = self._clients.get(name)

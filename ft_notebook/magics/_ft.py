@@ -34,7 +34,8 @@ _USAGE = """%ft SUBCOMMAND [options]      (%ft SUBCOMMAND --help for its options
   %ft list                    the snapshots of this notebook
   %ft status                  what ft_notebook is doing in this kernel
   %ft cluster up|down|status|attach   your private Dask cluster
-  %ft chaos kill|hang|resume WORKER|random   a failure drill on one worker
+  %ft chaos kill|hang|resume WORKER|random|replica:SVC/I   a failure drill
+  %ft chaos slow replica:SVC/I --ms N [--fraction F]     a slow replica
   %ft dashboard [RUN]         live health of a training run, or of the cluster
   %ft plan --mtbf 6h --cost 2s [--restart 30s] [--rpo 10m] [--rto 30s]
                               how often to checkpoint (Young, Daly) and the targets

@@ -25,17 +25,23 @@ def parse_target(target: str) -> tuple[str, int]:
     return service, int(index)
 
 
-def slow_replica(client: Any, target: str, ms: float, fraction: float = 1.0) -> dict[str, Any]:
-    """Make ``ms`` milliseconds of delay part of ``fraction`` of the replica's calls
-    (``ms=0`` resumes it); returns the replica's row of the service table."""
-    if ms < 0 or not 0 < fraction <= 1:
-        raise ServeError(f"slow takes ms >= 0 and 0 < fraction <= 1, got {ms!r} and {fraction!r}.")
+def replica_row(client: Any, target: str) -> dict[str, Any]:
+    """The service table's row of the replica ``target`` names, on a worker now."""
     service, index = parse_target(target)
     table = client.sync(client.scheduler.ft_service, action="table", name=service)
     row = next((r for r in table["replicas"] if r["index"] == index), None)
     if row is None or not row["address"]:
         states = {r["replica"]: r["state"] for r in table["replicas"]}
         raise ServeError(f"Replica {service}/{index} is not on a worker now ({states}).")
+    return dict(row)
+
+
+def slow_replica(client: Any, target: str, ms: float, fraction: float = 1.0) -> dict[str, Any]:
+    """Make ``ms`` milliseconds of delay part of ``fraction`` of the replica's calls
+    (``ms=0`` resumes it); returns the replica's row of the service table."""
+    if ms < 0 or not 0 < fraction <= 1:
+        raise ServeError(f"slow takes ms >= 0 and 0 < fraction <= 1, got {ms!r} and {fraction!r}.")
+    row = replica_row(client, target)
     answer = client.sync(
         client.rpc(row["address"]).ft_serve_slow,
         key=row["replica"],

@@ -43,5 +43,30 @@ def test_cluster_up_chaos_kill_and_down_from_magics(nb: KernelSession) -> None:
     assert status.stdout.count("running") >= 2, status.stdout
     bad = nb.execute("%ft chaos explode random")
     assert (bad.status, bad.error_name) == ("error", "UsageError")
+
+    # a service on the same TLS cluster: replicas as chaos targets
+    nb.execute(
+        "import ft_notebook as ft, torch\n"
+        "from ft_notebook.testing.serving import small_mlp\n"
+        "svc = ft.serve(small_mlp, 2, name='m', cluster=c, example=torch.zeros(1, 32))",
+        timeout=120,
+    ).check()
+    slowed = nb.execute("%ft chaos slow replica:m/0 --ms 50 --fraction 0.5 --name magic").check()
+    assert "replica m/0 (worker" in slowed.stdout
+    assert "50 ms longer on 50% of its calls" in slowed.stdout
+    resumed = nb.execute("%ft chaos resume replica:m/0 --name magic").check()
+    assert "sent SIGCONT" in resumed.stdout
+    assert "replica m/0 no longer slowed" in resumed.stdout
+    killed = nb.execute("%ft chaos kill replica:m/1 --name magic").check()
+    assert "sent SIGKILL to worker" in killed.stdout
+    answers = nb.execute(
+        "a = [svc.call(torch.ones(1, 32)) for _ in range(30)]\n"
+        "print(sorted({x.tier.value for x in a}), svc.router.counts['failed'])"
+    ).check()
+    assert answers.stdout.strip().endswith(" 0"), answers.stdout  # nothing failed
+    for wrong in ("%ft chaos slow 0 --ms 5", "%ft chaos slow replica:m/0", "%ft chaos kill m/"):
+        refused = nb.execute(wrong + " --name magic")
+        assert refused.status == "error", wrong
+        assert refused.error_name in ("UsageError", "ServeError", "ClusterError"), wrong
     down = nb.execute("%ft cluster down --name magic", timeout=120).check()
     assert "stopped" in down.stdout
