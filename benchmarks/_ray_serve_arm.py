@@ -24,6 +24,7 @@ from ray import serve
 
 from ft_notebook.testing.serving import closed_loop, inputs, small_mlp
 
+MARK = "ft-bench-result: "
 SETTINGS = {
     "default": {},
     "fast": {"health_check_period_s": 0.1, "health_check_timeout_s": 0.5},
@@ -131,7 +132,7 @@ def main() -> None:
                 }
             )
         out["runs"][fault] = rows
-    print(json.dumps(out))
+    print(MARK + json.dumps(out), flush=True)  # Ray prints on stdout too
     serve.shutdown()
     ray.shutdown()
 

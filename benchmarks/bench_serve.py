@@ -178,7 +178,8 @@ def hedge_runs(svc: ft.Service, client: Any, xs: list[Any], callers: int, runs: 
 
 def all_down_run(svc: ft.Service, client: Any, xs: list[Any], callers: int) -> dict[str, Any]:
     whole(svc, client)
-    names = sorted(w["name"] for w in client.scheduler_info(n_workers=-1)["workers"].values())
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    names = sorted(str(w["name"]) for w in workers)  # LocalCluster names them 0, 1, 2
     mark = {}
 
     def inject() -> None:
@@ -196,7 +197,6 @@ def all_down_run(svc: ft.Service, client: Any, xs: list[Any], callers: int) -> d
         "fallback_p50_ms": q(fallback, 0.5) * 1e3 if fallback else None,
         "fallback_max_ms": max(fallback) * 1e3 if fallback else None,
         "healthy_after_last_join_s": healthy - max(joins) if all(joins) else None,
-        "joins": joins,
     }
 
 
@@ -258,7 +258,11 @@ def ray_arm(settings: str, runs: int, requests: int, callers: int) -> dict[str, 
     )
     if done.returncode:
         raise SystemExit(f"the Ray Serve arm failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    mark = "ft-bench-result: "
+    found = [line for line in done.stdout.splitlines() if line.startswith(mark)]
+    if not found:
+        raise SystemExit(f"the Ray Serve arm printed no result:\n{done.stdout[-3000:]}")
+    return json.loads(found[-1][len(mark) :])
 
 
 def med(rows: list[dict[str, Any]], key: str) -> float | None:
@@ -308,6 +312,7 @@ def main() -> None:
         if "hedge" in only:
             out["hedge"] = hedge_runs(svc, client, xs, args.callers, max(3, args.runs // 4))
         svc.close()
+    save(out)  # before the Ray arms: their failure must not cost these
     if "ray" in only:
         for settings in ("default", "fast"):
             out[f"ray-{settings}"] = ray_arm(settings, args.ray_runs, args.requests, args.callers)
@@ -389,10 +394,15 @@ def report(out: dict[str, Any], args: Any) -> None:
             f"| | | | | last worker registered -> HEALTHY, s | "
             f"{span(d, 'healthy_after_last_join_s')} |"
         )
+    path = save(out)
+    print(f"\nraw samples: {path.relative_to(HERE.parent)}")
+
+
+def save(out: dict[str, Any]) -> Path:
     path = HERE / "results" / "serve.json"
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps({"command": " ".join(sys.argv), "time": time.time(), **out}))
-    print(f"\nraw samples: {path.relative_to(HERE.parent)}")
+    return path
 
 
 def fallback_own_ms() -> float:

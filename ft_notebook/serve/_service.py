@@ -159,6 +159,14 @@ class Service:
         table = self.table()
         return {**table, "router": self.router.status()}
 
+    def dashboard(self, *, period: float = 0.5, widgets: bool = True) -> Any:
+        """A live view of the service: a tile per replica, the tier and its reason,
+        requests/s, p50/p99 and the fallback's share over time (as this caller sees
+        them), refreshed every ``period`` seconds."""
+        from ft_notebook.widgets import ServiceDashboard
+
+        return ServiceDashboard(self.name, self.status, period=period, widgets=widgets)
+
     @property
     def health(self) -> Health:
         from ft_notebook.events import Health

@@ -5,7 +5,8 @@ training run; ``dashboard()`` follows the cluster. Both are built from events on
 (:mod:`._state` folds them, :mod:`._live` feeds them in the background, :mod:`._view`
 shows them as ipywidgets with a bokeh chart), so they update while other cells run,
 and rebuild from the journal in a new kernel. Without a widget front end they show
-as HTML or text. Other sources of events (served models) plug into the same state.
+as HTML or text. ``Service.dashboard()`` (:mod:`._service`) shows a served model's
+replicas, tier and latencies from the service's status.
 """
 
 from __future__ import annotations
@@ -14,9 +15,17 @@ from typing import Any
 
 from ft_notebook.events import cluster_topic, run_topic, session_topic
 from ft_notebook.widgets._live import LiveDashboard
+from ft_notebook.widgets._service import ServiceDashboard, ServiceState
 from ft_notebook.widgets._state import DashboardState, Tile
 
-__all__ = ["DashboardState", "LiveDashboard", "Tile", "dashboard"]
+__all__ = [
+    "DashboardState",
+    "LiveDashboard",
+    "ServiceDashboard",
+    "ServiceState",
+    "Tile",
+    "dashboard",
+]
 
 
 def dashboard(run: Any = None, *, client: Any = None, max_rate: float = 4.0) -> LiveDashboard:

@@ -14,6 +14,7 @@ import type {
   ClusterModel,
   ErrorModel,
   RunModel,
+  ServiceModel,
   SnapshotModel,
   WorkerStatus
 } from './models';
@@ -96,6 +97,11 @@ export class FtApi {
   /** One cluster's workers and their health; `unreachable` when its scheduler is down. */
   workers(cluster: string): Promise<WorkerStatus[]> {
     return this.get<WorkerStatus[]>('workers', { cluster });
+  }
+
+  /** One cluster's services and their replicas. */
+  services(cluster: string): Promise<ServiceModel[]> {
+    return this.get<ServiceModel[]>('services', { cluster });
   }
 
   /** Training runs seen in the event journals, with their newest state. */

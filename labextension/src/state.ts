@@ -8,15 +8,23 @@
  * off.
  */
 import { ApiError, FtApi } from './api';
-import type { ClusterModel, RunModel, SnapshotModel, WorkerStatus } from './models';
+import type {
+  ClusterModel,
+  RunModel,
+  ServiceModel,
+  SnapshotModel,
+  WorkerStatus
+} from './models';
 import type { IPollResult } from './poll';
 
-/** One cluster and its workers, or why its workers could not be listed. */
+/** One cluster, its workers and services, or why its workers could not be listed. */
 export interface IClusterView {
   cluster: ClusterModel;
   /** Null when the `workers` call failed; see `error`. */
   workers: WorkerStatus[] | null;
   error: ApiError | null;
+  /** The cluster's services; empty when it has none or they could not be listed. */
+  services: ServiceModel[];
 }
 
 /** The snapshots of the active notebook, or why they could not be listed. */
@@ -45,6 +53,15 @@ export interface IViewState {
   retryInMs: number;
 }
 
+/** Every service of every cluster, in the clusters' order. */
+export function servicesOf(clusters: IClusterView[]): ServiceModel[] {
+  const all: ServiceModel[] = [];
+  for (const view of clusters) {
+    all.push(...view.services);
+  }
+  return all;
+}
+
 /** The view state before anything was fetched. */
 export const LOADING: IViewState = { data: null, error: null, retryInMs: 0 };
 
@@ -68,10 +85,14 @@ export async function fetchResilience(
 }
 
 async function fetchCluster(api: FtApi, cluster: ClusterModel): Promise<IClusterView> {
+  // a server without the services route, or a service table that failed, costs the
+  // panel its Services section, not the cluster's workers
+  const services = api.services(cluster.name).catch((): ServiceModel[] => []);
   try {
-    return { cluster, workers: await api.workers(cluster.name), error: null };
+    const workers = await api.workers(cluster.name);
+    return { cluster, workers, error: null, services: await services };
   } catch (error) {
-    return { cluster, workers: null, error: asApiError(error) };
+    return { cluster, workers: null, error: asApiError(error), services: await services };
   }
 }
 

@@ -3,8 +3,8 @@
  * counts, the kind (`ok`, `degraded`, `none`, `error`) and the text of the status bar.
  */
 import { formatAge, secondsSince } from './format';
-import type { RunModel, RunState } from './models';
-import type { IViewState } from './state';
+import type { RunModel, RunState, ServiceModel } from './models';
+import { type IViewState, servicesOf } from './state';
 
 /** Glyph shown in front of the status counts. */
 export const STATUS_GLYPH = '●';
@@ -104,16 +104,32 @@ export function summarizeStatus(view: IViewState, nowMs: number): IStatusSummary
         'or ft.fit(...).'
     };
   }
-  const kind = healthy < total ? 'degraded' : runsKind(active);
+  const services = servicesOf(data.clusters);
+  const degraded = services.filter(service => service.health !== 'HEALTHY');
+  const kind = healthy < total || degraded.length > 0 ? 'degraded' : runsKind(active);
   return {
     kind,
     healthy,
     total,
-    text: formatStatus(healthy, total, ageS),
+    text: formatStatus(healthy, total, ageS) + servicesSuffix(services.length, degraded),
     title:
       `${healthy} of ${total} workers healthy over ${data.clusters.length} ` +
-      `cluster(s); ${active.length} run(s) active. Click for details.`
+      `cluster(s); ${active.length} run(s) active; ${services.length} service(s)` +
+      degraded.map(service => `, ${service.name} ${service.health}`).join('') +
+      '. Click for details.'
   };
+}
+
+/** ` · svc 2` with every service healthy, ` · svc 1/2 DEGRADED` (the worst) if not. */
+export function servicesSuffix(count: number, unhealthy: ServiceModel[]): string {
+  if (count === 0) {
+    return '';
+  }
+  if (unhealthy.length === 0) {
+    return ` · svc ${count}`;
+  }
+  const worst = unhealthy.some(s => s.health === 'FALLBACK') ? 'FALLBACK' : 'DEGRADED';
+  return ` · svc ${count - unhealthy.length}/${count} ${worst}`;
 }
 
 /** Whether a run is training now (its checkpoints age matters). */

@@ -1,5 +1,13 @@
 /** Models as the server sends them, with defaults a test overrides field by field. */
-import type { ClusterModel, RecoveryModel, RunModel, SnapshotModel, WorkerStatus } from '../src/models';
+import type {
+  ClusterModel,
+  RecoveryModel,
+  ReplicaModel,
+  RunModel,
+  ServiceModel,
+  SnapshotModel,
+  WorkerStatus
+} from '../src/models';
 
 export function worker(overrides: Partial<WorkerStatus> = {}): WorkerStatus {
   return {
@@ -83,3 +91,27 @@ export function snapshot(overrides: Partial<SnapshotModel> = {}): SnapshotModel 
 
 /** "Now" in the tests: 12 s after `run()`'s checkpoint, in browser milliseconds. */
 export const NOW_MS = 1_700_000_200_000;
+
+export function replica(overrides: Partial<ReplicaModel> = {}): ReplicaModel {
+  return {
+    replica: 'ranker/0',
+    worker: '0',
+    state: 'ready',
+    since: NOW_MS / 1000 - 30,
+    cause: '',
+    ...overrides
+  };
+}
+
+export function service(overrides: Partial<ServiceModel> = {}): ServiceModel {
+  return {
+    name: 'ranker',
+    cluster: 'default',
+    health: 'HEALTHY',
+    reason: '2 of 2 replicas ready',
+    wanted: 2,
+    ready: 2,
+    replicas: [replica(), replica({ replica: 'ranker/1', worker: '1' })],
+    ...overrides
+  };
+}

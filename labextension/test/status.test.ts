@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { ApiError } from '../src/api';
 import type { IClusterView, IViewState } from '../src/state';
 import { formatStatus, summarizeStatus } from '../src/status';
-import { cluster, NOW_MS, run, worker } from './fixtures';
+import type { ServiceModel } from '../src/models';
+import { cluster, NOW_MS, run, service, worker } from './fixtures';
 
 describe('formatStatus', () => {
   it('formats healthy/total counts', () => {
@@ -33,7 +34,8 @@ describe('summarizeStatus', () => {
   const healthyCluster = (name: string, n: number): IClusterView => ({
     cluster: cluster({ name }),
     workers: Array.from({ length: n }, (_, i) => worker({ name: `w${i}` })),
-    error: null
+    error: null,
+    services: []
   });
 
   it('counts healthy workers over all clusters with the newest checkpoint age', () => {
@@ -45,7 +47,8 @@ describe('summarizeStatus', () => {
     const c: IClusterView = {
       cluster: cluster(),
       workers: [worker(), worker({ name: 'w1', state: 'lost' }), worker({ name: 'w2', state: 'hung' })],
-      error: null
+      error: null,
+      services: []
     };
     const s = summarizeStatus(view([c], []), NOW_MS);
     expect(s).toMatchObject({ kind: 'degraded', healthy: 1, total: 3, text: 'FT ● 1/3' });
@@ -56,11 +59,32 @@ describe('summarizeStatus', () => {
     expect(s.kind).toBe('degraded');
   });
 
+  it('adds the services, and is degraded while one is not healthy', () => {
+    const withServices = (...services: ServiceModel[]): IClusterView => ({
+      ...healthyCluster('a', 2),
+      services
+    });
+    const ok = summarizeStatus(view([withServices(service(), service({ name: 'b' }))], []), NOW_MS);
+    expect(ok).toMatchObject({ kind: 'ok', text: 'FT ● 2/2 · svc 2' });
+    const one = summarizeStatus(
+      view([withServices(service(), service({ name: 'b', health: 'DEGRADED' }))], []),
+      NOW_MS
+    );
+    expect(one).toMatchObject({ kind: 'degraded', text: 'FT ● 2/2 · svc 1/2 DEGRADED' });
+    expect(one.title).toContain('b DEGRADED');
+    const worst = summarizeStatus(
+      view([withServices(service({ health: 'FALLBACK' }), service({ name: 'b', health: 'DEGRADED' }))], []),
+      NOW_MS
+    );
+    expect(worst.text).toBe('FT ● 2/2 · svc 0/2 FALLBACK');
+  });
+
   it('counts the registered workers of an unreachable cluster as not healthy', () => {
     const down: IClusterView = {
       cluster: cluster({ workers: { w0: 1, w1: 2 } }),
       workers: null,
-      error: new ApiError('unreachable', 'down', 503)
+      error: new ApiError('unreachable', 'down', 503),
+      services: []
     };
     const s = summarizeStatus(view([healthyCluster('a', 1), down], []), NOW_MS);
     expect(s).toMatchObject({ kind: 'degraded', healthy: 1, total: 3 });

@@ -5,7 +5,8 @@ import type { IResilience, IViewState } from '../src/state';
 import { isWebUrl, renderCluster, renderTile } from '../src/view/clusters';
 import { EMPTY_MESSAGE, IPanelActions, renderPanel } from '../src/view/panel';
 import { RECENT_FINISHED_RUNS, renderRun, renderRuns, updateAges } from '../src/view/runs';
-import { cluster, NOW_MS, recovery, run, snapshot, worker } from './fixtures';
+import { renderServices } from '../src/view/services';
+import { cluster, NOW_MS, recovery, replica, run, service, snapshot, worker } from './fixtures';
 
 function actions(overrides: Partial<IPanelActions> = {}): IPanelActions {
   return {
@@ -92,7 +93,8 @@ describe('clusters', () => {
     const el = renderCluster({
       cluster: cluster({ name: 'gpu-box' }),
       workers: [worker({ name: 'w0' }), worker({ name: 'w1', state: 'hung' })],
-      error: null
+      error: null,
+      services: []
     });
     expect(el.dataset.cluster).toBe('gpu-box');
     expect(text(el, '.jp-ft-cluster-name')).toBe('gpu-box');
@@ -107,7 +109,8 @@ describe('clusters', () => {
     const el = renderCluster({
       cluster: cluster(),
       workers: null,
-      error: new ApiError('unreachable', 'The scheduler at tcp://x:1 does not answer.', 503)
+      error: new ApiError('unreachable', 'The scheduler at tcp://x:1 does not answer.', 503),
+      services: []
     });
     expect(el.querySelector('.jp-ft-tile')).toBeNull();
     const error = el.querySelector<HTMLElement>('.jp-ft-cluster-error');
@@ -213,7 +216,7 @@ describe('panel messages', () => {
   it('shows an error with the retry time, above the last data', () => {
     const error = new ApiError('http', 'The journal is unreadable.', 500);
     const root = renderPanel(
-      state({ clusters: [{ cluster: cluster(), workers: [worker()], error: null }] }, error),
+      state({ clusters: [{ cluster: cluster(), workers: [worker()], error: null, services: [] }] }, error),
       NOW_MS,
       actions()
     );
@@ -315,5 +318,51 @@ describe('snapshots', () => {
       actions()
     );
     expect(text(root, '.jp-ft-snapshots-error')).toBe('The store is not writable.');
+  });
+});
+
+describe('services', () => {
+  it('renders each service with its tier, ready count and a chip per replica', () => {
+    const degraded = service({
+      health: 'DEGRADED',
+      reason: '1 of 2 replicas ready: replica ranker/1 lost (worker 1 lost)',
+      ready: 1,
+      replicas: [
+        replica(),
+        replica({ replica: 'ranker/1', worker: '', state: 'lost', cause: 'worker 1 lost' })
+      ]
+    });
+    const el = renderServices([degraded, service({ name: 'echo', cluster: 'gpu' })]);
+    const rows = Array.from(el.querySelectorAll<HTMLElement>('.jp-ft-service'));
+    expect(rows.map(r => [r.dataset.service, r.dataset.health])).toEqual([
+      ['ranker', 'DEGRADED'],
+      ['echo', 'HEALTHY']
+    ]);
+    expect(text(rows[0], '.jp-ft-service-ready')).toBe('1/2 replicas · default');
+    expect(text(rows[0], '.jp-ft-service-reason')).toContain('replica ranker/1 lost');
+    const chips = Array.from(rows[0].querySelectorAll<HTMLElement>('.jp-ft-replica'));
+    expect(chips.map(c => [c.dataset.replica, c.dataset.state, c.textContent])).toEqual([
+      ['ranker/0', 'ready', '0 ready'],
+      ['ranker/1', 'lost', '1 lost']
+    ]);
+    expect(chips[1].title).toBe('ranker/1 lost on no worker: worker 1 lost');
+  });
+
+  it('shows the Services section in the panel only when a cluster has services', () => {
+    const withService: IResilience = {
+      clusters: [{ cluster: cluster(), workers: [worker()], error: null, services: [service()] }],
+      runs: [],
+      snapshots: null
+    };
+    const shown = renderPanel({ data: withService, error: null, retryInMs: 0 }, NOW_MS, actions());
+    expect(shown.querySelector('.jp-ft-services .jp-ft-service')).not.toBeNull();
+    const none = { ...withService, clusters: [{ ...withService.clusters[0], services: [] }] };
+    const hidden = renderPanel({ data: none, error: null, retryInMs: 0 }, NOW_MS, actions());
+    expect(hidden.querySelector('.jp-ft-services')).toBeNull();
+  });
+
+  it('keeps service names as text, never as markup', () => {
+    const el = renderServices([service({ name: '<img src=x onerror=alert(1)>' })]);
+    expect(el.querySelector('img')).toBeNull();
   });
 });

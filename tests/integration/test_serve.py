@@ -84,9 +84,15 @@ def worker_of(svc: ft.Service, index: int) -> str:
 
 def test_answers_equal_the_model_called_here_and_spread_over_the_replicas(serving) -> None:
     svc = serving("plain")
+    board = svc.dashboard(widgets=False, period=60)
     xs = inputs(60)
     result = closed_loop(svc.call, xs, callers=4)
     all_correct(result, xs)
+    board.poll()
+    board.close()
+    assert sum(t.served for t in board.state.tiles.values()) == 60
+    assert {(t.state, t.breaker) for t in board.state.tiles.values()} == {("READY", "CLOSED")}
+    assert board.state.series[-1][1] > 0  # requests/s between the two polls
     assert {o.answer.tier for o in result.answers} == {Health.HEALTHY}
     assert {o.answer.replica for o in result.answers} == {"plain/0", "plain/1", "plain/2"}
     table = svc.table()

@@ -6,10 +6,11 @@
  * and when nothing runs it shows a `.jp-ft-message` whose `data-kind` says which.
  */
 import type { ApiError } from '../api';
-import type { IViewState } from '../state';
+import { type IViewState, servicesOf } from '../state';
 import { renderCluster } from './clusters';
 import { h } from './dom';
 import { renderRuns } from './runs';
+import { renderServices } from './services';
 import { ISnapshotActions, renderSnapshots } from './snapshots';
 
 /** `data-kind` of the panel's message. */
@@ -54,6 +55,10 @@ export function renderPanel(view: IViewState, nowMs: number, actions: IPanelActi
         ...data.clusters.map(renderCluster)
       )
     );
+  }
+  const services = servicesOf(data.clusters);
+  if (services.length > 0) {
+    root.append(renderServices(services));
   }
   if (data.runs.length > 0) {
     root.append(renderRuns(data.runs, nowMs, actions.openDashboard));
