@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,7 +161,7 @@ def _chart(series: list[tuple[float, float, float | None, float | None, float]])
     t0, t1 = series[0][0], series[-1][0]
     span = (t1 - t0) or 1.0
 
-    def line(values: list[float | None], colour: str) -> str:
+    def line(values: Sequence[float | None], colour: str) -> str:
         top = max((v for v in values if v is not None), default=0.0) or 1.0
         points = " ".join(
             f"{(t - t0) / span * width:.1f},{height - (v or 0.0) / top * (height - 4):.1f}"
