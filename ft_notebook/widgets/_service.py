@@ -199,7 +199,7 @@ class ServiceDashboard:
         self._closed = threading.Event()
         self.view: Any = None
         if widgets:
-            import ipywidgets
+            import ipywidgets  # type: ignore[import-untyped]
 
             self.view = ipywidgets.HTML()
         self.poll()
