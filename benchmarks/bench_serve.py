@@ -26,6 +26,7 @@ runs for ft, each fault injected after a third of the requests were answered:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -41,7 +42,7 @@ import ft_notebook as ft
 from ft_notebook.cluster.chaos import hang_worker, kill_worker, resume_worker
 from ft_notebook.events import Health, cluster_topic, history
 from ft_notebook.serve._chaos import slow_replica
-from ft_notebook.testing import poll_for, training_cluster
+from ft_notebook.testing import PollTimeout, poll_for, training_cluster
 from ft_notebook.testing.serving import closed_loop, inputs, popularity, small_mlp
 
 HERE = Path(__file__).resolve().parent
@@ -141,15 +142,25 @@ def hang_run(svc: ft.Service, client: Any, xs: list[Any], callers: int) -> dict[
             callers=callers,
             after={len(xs) // 3: inject},
         )
+        # requests route around a stalled replica, so the loop may end before the
+        # health check takes it out: keep it stopped until then (or 10 s)
+        with contextlib.suppress(PollTimeout):
+            poll_for(lambda: ejected_at(svc, mark["wall"]) is not None, timeout=10)
     finally:
         resume_worker(client, victim)
-    out_at = [t["time"] for t in svc.router.transitions if t["time"] >= mark["wall"]]
+    out = ejected_at(svc, mark["wall"])
     return {
         **loop_stats(result),
         "max_ms": max(o.seconds for o in result.outcomes) * 1e3,
         "deadline_ms": deadline * 1e3,
-        "ejected_s": min(out_at) - mark["wall"] if out_at else None,
+        "ejected_s": None if out is None else out - mark["wall"],
     }
+
+
+def ejected_at(svc: ft.Service, since: float) -> float | None:
+    """When the router first left HEALTHY after ``since`` (wall time)."""
+    out = [t["time"] for t in svc.router.transitions if t["time"] >= since]
+    return min(out) if out else None
 
 
 def hedge_runs(svc: ft.Service, client: Any, xs: list[Any], callers: int, runs: int) -> Any:
