@@ -96,7 +96,7 @@ def joined_after(worker: str, t: float) -> float | None:
 def back_in_rotation(svc: ft.Service, replicas: int = 3) -> float:
     """Wall time at which the caller's router has ``replicas`` replicas in rotation."""
     poll_for(
-        lambda: sum(1 for v in svc.router.views.values() if v.breaker.in_rotation()) >= replicas,
+        lambda: sum(1 for v in list(svc.router.views.values()) if v.breaker.in_rotation()) >= replicas,
         timeout=120,
         interval=0.002,
         max_interval=0.005,

@@ -185,7 +185,7 @@ class Service:
             table = self.table()
             want = table["wanted"] if replicas is None else replicas
             ready = [r for r in table["replicas"] if r["state"] == "ready"]
-            routed = [v for v in self.router.views.values() if v.breaker.in_rotation()]
+            routed = [v for v in list(self.router.views.values()) if v.breaker.in_rotation()]
             if len(ready) >= want and len(routed) >= want:
                 return self
             failed = table["failed_on"]
