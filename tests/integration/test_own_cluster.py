@@ -174,8 +174,10 @@ def test_training_survives_a_killed_worker_on_a_cluster_of_dasks_own_commands(
     start = poll_for(lambda: (i := run.info())["step"] >= 4 and i, timeout=180, what="step 4")
     assert start["world_size"] == 2
     kill_worker(own, "w1")
-    poll_for(
-        lambda: (i := run.info())["world_size"] == 2 and i["generation"] > start["generation"] + 1,
+    back = poll_for(
+        lambda: (
+            (i := run.info())["world_size"] == 2 and i["generation"] > start["generation"] + 1 and i
+        ),
         timeout=120,
         what="the restarted worker training again",
     )
@@ -185,4 +187,30 @@ def test_training_survives_a_killed_worker_on_a_cluster_of_dasks_own_commands(
     info = run.info()
     assert info["recoveries"]
     assert all(r["steps_lost"] == 0 for r in info["recoveries"])
-    assert "w1" in info["members"]
+    assert "w1" in back["members"]  # the restarted worker trained again
+
+
+def test_a_tls_cluster_refuses_a_client_with_another_certificate(tmp_path: Path) -> None:
+    ours = tmp_path / "ours"
+    theirs = tmp_path / "theirs"
+    ours.mkdir()
+    theirs.mkdir()
+    cluster = OwnCluster(ours, openssl_certificates(ours))
+    try:
+        cluster.client().close()  # the right certificate gets in
+        other = openssl_certificates(theirs)
+        stranger = Security(
+            tls_ca_file=other["ca"],
+            tls_client_cert=other["cert"],
+            tls_client_key=other["key"],
+            require_encryption=True,
+        )
+        with pytest.raises((OSError, TimeoutError)):
+            Client(
+                scheduler_file=str(cluster.scheduler_file),
+                security=stranger,
+                timeout=5,
+                set_as_default=False,
+            )
+    finally:
+        cluster.stop()
