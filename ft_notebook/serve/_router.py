@@ -324,8 +324,10 @@ class Router:
                 view = pending.pop(task)
                 reply, why, at_once = self._outcome(task)
                 if reply is not None and reply["status"] == "OK":
-                    for loser in pending:  # its replica works on it still: let it finish,
-                        loser.add_done_callback(_forget)  # so that its load shows
+                    # a loser's replica works on it still: let it finish, so that its
+                    # load shows (and a loser that finished too is read, not left)
+                    for loser in [*pending, *(t for t in done if t is not task)]:
+                        loser.add_done_callback(_forget)
                     return self._answered(
                         view, reply, task.result()[1], started, used_retries, hedged
                     )
