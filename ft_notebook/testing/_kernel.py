@@ -29,6 +29,8 @@ class ExecResult:
     stderr: str = ""
     result: str | None = None  # text/plain of the cell's value
     displays: list[dict[str, Any]] = field(default_factory=list)
+    #: The ``data`` of each comm_open and comm_msg (widget states and their updates).
+    comms: list[dict[str, Any]] = field(default_factory=list)
     error_name: str | None = None
     error_value: str | None = None
     traceback: str = ""
@@ -89,15 +91,20 @@ class KernelSession:
         pre/post-run-cell events (so no snapshot hooks fire).
         """
         assert self._kc is not None, "kernel not started"
-        start = time.perf_counter()
         msg_id = self._kc.execute(code, store_history=not silent, silent=silent)
+        return self.collect(msg_id, timeout, what=repr(code))
+
+    def collect(self, msg_id: str, timeout: float = 60.0, *, what: str = "") -> ExecResult:
+        """The outputs of the cell ``msg_id`` (from :meth:`send`), until it is done."""
+        assert self._kc is not None, "kernel not started"
+        start = time.perf_counter()
         out = ExecResult(status="ok")
         while True:
             try:
                 msg = self._kc.get_iopub_msg(timeout=timeout)
             except queue.Empty:
                 raise TimeoutError(
-                    f"no output from the kernel within {timeout} s for {code!r}"
+                    f"no output from the kernel within {timeout} s for {what or msg_id}"
                 ) from None
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
@@ -111,6 +118,8 @@ class KernelSession:
                 out.result = content["data"].get("text/plain")
             elif kind == "display_data":
                 out.displays.append(content["data"])
+            elif kind in ("comm_open", "comm_msg"):  # widgets: their models and updates
+                out.comms.append(content.get("data") or {})
             elif kind == "error":
                 out.status = "error"
                 out.error_name, out.error_value = content["ename"], content["evalue"]
@@ -118,6 +127,11 @@ class KernelSession:
             elif kind == "status" and content["execution_state"] == "idle":
                 out.wall_s = time.perf_counter() - start
                 return self._with_reply(out, msg_id, timeout)
+
+    def interrupt(self) -> None:
+        """What the stop button does: SIGINT to the kernel."""
+        assert self._km is not None, "kernel not started"
+        self._km.interrupt_kernel()
 
     def send(self, code: str) -> str:
         """Start ``code`` as a cell and return at once (to kill the kernel mid-cell)."""

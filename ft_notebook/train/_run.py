@@ -137,7 +137,7 @@ def fit(
         first_steps_floor_s=settings.first_steps_floor_s,
     )
     client.run_on_scheduler(submit_run, name=name, spec=payload, options=options)
-    run = Run(client, name, model_factory=model, store_url=spec.store_url)
+    run = Run(client, name, model_factory=model, store_url=spec.store_url, batch_size=batch_size)
     if wait:
         run.wait(timeout=timeout)
     return run
@@ -153,9 +153,11 @@ class Run:
         *,
         model_factory: Callable[[], Any] | None = None,
         store_url: str | None = None,
+        batch_size: int | None = None,
     ) -> None:
         self.client, self.name = client, name
         self._factory, self._store_url = model_factory, store_url
+        self._batch_size = batch_size
         self._info: dict[str, Any] = {}
 
     def info(self) -> dict[str, Any]:
@@ -189,13 +191,24 @@ class Run:
     def recoveries(self) -> list[dict[str, Any]]:
         return list(self.info()["recoveries"])
 
-    def wait(self, timeout: float | None = None, *, poll_s: float = 0.1) -> Run:
-        """Block until the run ends; raise RunFailed if it failed."""
+    def wait(
+        self, timeout: float | None = None, *, poll_s: float = 0.1, progress: bool = True
+    ) -> Run:
+        """Block until the run ends; raise RunFailed if it failed.
+
+        ``progress`` shows step, epoch, loss, samples/s, ETA, world size and
+        recoveries while it waits: a widget in a notebook, a line on a terminal.
+        """
+        from ft_notebook.train._progress import Progress
+
         deadline = None if timeout is None else time.monotonic() + timeout
+        bar = Progress(self.name, self._batch_size) if progress else None
         try:
             while True:
                 info = self.info()
                 state = RunState(info["state"])
+                if bar is not None:
+                    bar.update(info, final=state.finished)
                 if state.finished:
                     break
                 if deadline is not None and time.monotonic() > deadline:
