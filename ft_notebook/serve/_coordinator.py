@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "ft-notebook-services"
 _POLL_S = 0.02
+_RETRY_S = 0.2
+_MAX_TRIES = 25
 
 
 @dataclass
@@ -54,6 +56,7 @@ class Slot:
     incarnation: str = ""
     since: float = field(default_factory=time.time)
     cause: str = ""
+    tries: int = 0  # failed starts in a row on a live worker
 
     def row(self, service: str) -> dict[str, Any]:
         return {
@@ -258,15 +261,17 @@ class ServiceCoordinator(SchedulerPlugin):
         deadline = time.time() + warmup
         try:
             rpc = self.scheduler.rpc(address)
-            await rpc.ft_serve_start(
+            answer = await rpc.ft_serve_start(
                 key=key, incarnation=incarnation, factory=service.factory, example=service.example
             )
+            if answer not in ("started", "running"):  # a worker without the handler: None
+                raise RuntimeError(f"the worker answered {answer!r} to ft_serve_start")
             while time.time() < deadline:
                 if slot.incarnation != incarnation or service.slots.get(slot.index) is not slot:
                     return  # lost, moved or scaled away meanwhile
                 found = await rpc.ft_serve_state(key=key)
                 if found and found["state"] == "ready":
-                    slot.state, slot.since = "ready", time.time()
+                    slot.state, slot.since, slot.tries = "ready", time.time(), 0
                     self._publish(
                         service,
                         ReplicaReady(key, slot.worker, address, round(found["warmup_s"], 3)),
@@ -283,8 +288,25 @@ class ServiceCoordinator(SchedulerPlugin):
                 slot.state, slot.cause, slot.address = "failed", str(e), ""
                 self._changed(service, f"replica {key} failed on worker {slot.worker}")
                 self._reconcile(service)  # another worker may build it
-        except Exception as e:  # the worker went away: the control plane tells us
-            logger.info("starting %s on %s: %s", key, address, e)
+        except Exception as e:
+            if address not in self.scheduler.workers:
+                return  # the worker went away: the control plane's loss re-places it
+            # a worker that has just joined may not have run the replica plugin's
+            # setup yet ("No handler ft_serve_start"): try again, as a new placement
+            logger.info("starting %s on %s: %s; trying again", key, address, e)
+            if slot.incarnation != incarnation or slot.state != "warming":
+                return
+            slot.tries += 1
+            if slot.tries > _MAX_TRIES:  # not a race: say so and try another worker
+                service.failed_on[slot.worker] = f"the worker does not start replicas: {e}"
+                slot.state, slot.cause, slot.address = "failed", str(e), ""
+                self._changed(service, f"replica {key} could not start on {slot.worker}")
+                self._reconcile(service)
+                return
+            await asyncio.sleep(_RETRY_S)
+            if slot.incarnation == incarnation and address in self.scheduler.workers:
+                slot.state = "waiting"
+                self._reconcile(service)
 
     def _stop_slot(self, service: Service, slot: Slot, cause: str) -> None:
         if slot.address:

@@ -309,3 +309,40 @@ def test_the_service_outlives_the_kernel_that_started_it(trio: Client, tmp_path)
     finally:
         svc.close()
     assert "orphan" not in {s["name"] for s in ft.services(cluster=trio)}
+
+
+def _drop_replica_handlers(dask_worker: Any) -> int:
+    gone = [k for k in list(dask_worker.handlers) if k.startswith("ft_serve_")]
+    for k in gone:
+        del dask_worker.handlers[k]
+    return len(gone)
+
+
+@pytest.mark.chaos
+def test_a_worker_that_cannot_start_replicas_is_passed_over(serving, trio) -> None:
+    svc = serving("picky", replicas=2)
+    spare = next(
+        str(w["name"])
+        for w in trio.scheduler_info(n_workers=-1)["workers"].values()
+        if str(w["name"]) not in {r["worker"] for r in svc.table()["replicas"]}
+    )
+    address = next(
+        a
+        for a, w in trio.scheduler_info(n_workers=-1)["workers"].items()
+        if str(w["name"]) == spare
+    )
+    assert trio.run(_drop_replica_handlers, workers=[address])[address] == 6
+    victim = worker_of(svc, 1)
+    kill_worker(trio, victim)  # its replica goes to the spare first, which answers None
+    # the start is retried, and goes to the victim once its nanny brought it back
+    # (before: the slot stayed "warming" on the spare, the service DEGRADED, for good)
+    table = poll_for(
+        lambda: (t := svc.table())["health"] == "HEALTHY" and t,
+        timeout=60,
+        what="the replica back on a worker that can start it",
+    )
+    ready = {r["worker"] for r in table["replicas"] if r["state"] == "ready"}
+    assert spare not in ready
+    assert victim in ready
+    xs = inputs(20)
+    all_correct(closed_loop(svc.call, xs, callers=2), xs)
