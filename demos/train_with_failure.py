@@ -67,6 +67,8 @@ def main() -> None:
                 f"   worker {j['name']} came back (its nanny restarted it) and trained again "
                 f"{j['rejoin_s']:.2f} s after it arrived"
             )
+        if not any(j["name"] == victim for j in info["joins"]):
+            print(f"   {_why_no_rejoin(client, victim, killed_at, info)}")
         sizes = [p["world_size"] for p in info["history"] if p.get("world_size")]
         print(f"   world size over the run: {_runs_of(sizes)}")
         print(f"4. final loss {info['loss']:.4f} with the failure, {clean['loss']:.4f} without")
@@ -94,6 +96,26 @@ def main() -> None:
         if started_here:
             ft.down()
             print("6. stopped the cluster this demo started")
+
+
+def _why_no_rejoin(client: Any, victim: str, killed_at: float, info: dict[str, Any]) -> str:
+    """Said plainly: the killed worker did not train in the run again, and why."""
+    ended = (info.get("finished_at") or time.time()) - killed_at
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # is its restarted process back in the cluster?
+        names = {str(w["name"]) for w in client.scheduler_info(n_workers=-1)["workers"].values()}
+        if victim in names:
+            back = time.time() - killed_at
+            return (
+                f"worker {victim} did not rejoin the run: the run ended {ended:.1f} s after "
+                f"the kill, and the restarted worker was in the cluster {back:.1f} s after it "
+                f"(at the latest) - too late for a run this short to admit it"
+            )
+        time.sleep(0.1)  # polling the cluster for a process its nanny starts
+    return (
+        f"worker {victim} did not rejoin the run, and is not back in the cluster 60 s "
+        f"after the run ended: its nanny did not restart it (see the cluster's log)"
+    )
 
 
 def _runs_of(values: list[int]) -> str:
