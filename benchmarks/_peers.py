@@ -38,18 +38,25 @@ get_ipython().events.register('post_run_cell', _ft_bench_dump)
 """
 
 
+def peer_python(venv: Path, requirement: str, module: str) -> str:
+    """The Python of a peer tool's own venv (gitignored), made on first use: it sees this
+    project's packages through a ``.pth`` file (one torch, one pandas), and gets
+    ``requirement`` installed unless ``module`` imports already."""
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        pth = venv / "lib" / version / "site-packages" / "ft-notebook-venv.pth"
+        pth.write_text(site.getsitepackages()[0] + "\n")
+    done = subprocess.run([str(python), "-c", f"import {module}"], capture_output=True)
+    if done.returncode != 0:
+        subprocess.run([str(python), "-m", "pip", "install", "-q", requirement], check=True)
+    return str(python)
+
+
 def kishu_python() -> str:
     """The Kishu venv's Python, made on first use."""
-    python = KISHU_VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(KISHU_VENV)], check=True)
-        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-        pth = KISHU_VENV / "lib" / version / "site-packages" / "ft-notebook-venv.pth"
-        pth.write_text(site.getsitepackages()[0] + "\n")
-    done = subprocess.run([str(python), "-c", "import kishu"], capture_output=True)
-    if done.returncode != 0:
-        subprocess.run([str(python), "-m", "pip", "install", "-q", KISHU], check=True)
-    return str(python)
+    return peer_python(KISHU_VENV, KISHU, "kishu")
 
 
 def python_of(arm: str) -> str | None:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _peers import peer_python
 
 import ft_notebook as ft
 from ft_notebook.cluster.chaos import hang_worker, kill_worker, resume_worker
@@ -244,17 +245,7 @@ def actor_loop(client: Any, xs: list[Any], callers: int, runs: int) -> list[dict
 
 
 def ray_python() -> str:
-    python = RAY_VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(RAY_VENV)], check=True)
-        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-        pth = RAY_VENV / "lib" / version / "site-packages" / "ft-notebook-venv.pth"
-        import site
-
-        pth.write_text(site.getsitepackages()[0] + "\n")  # torch from this venv
-    if subprocess.run([str(python), "-c", "import ray.serve"], capture_output=True).returncode:
-        subprocess.run([str(python), "-m", "pip", "install", "-q", RAY], check=True)
-    return str(python)
+    return peer_python(RAY_VENV, RAY, "ray.serve")
 
 
 def ray_arm(settings: str, runs: int, requests: int, callers: int) -> dict[str, Any]:

@@ -57,18 +57,9 @@ def log(message: str) -> None:
 def torchft_python() -> Path:
     """The torchft venv's Python, made on first use: this project's site-packages on
     its path (one torch), torchft and its OpenTelemetry dependencies in its own."""
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        import site
+    from _peers import peer_python
 
-        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-        pth = VENV / "lib" / version / "site-packages" / "ft-notebook-venv.pth"
-        pth.write_text(site.getsitepackages()[0] + "\n")
-    done = subprocess.run([str(python), "-c", "import torchft"], capture_output=True)
-    if done.returncode != 0:
-        subprocess.run([str(python), "-m", "pip", "install", "-q", TORCHFT], check=True)
-    return python
+    return Path(peer_python(VENV, TORCHFT, "torchft"))
 
 
 def records(path: Path) -> list[dict[str, Any]]:

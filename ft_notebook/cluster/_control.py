@@ -423,6 +423,11 @@ def signal_worker_process(sig: int, dask_worker: Any = None) -> int:
     return int(pid)
 
 
+def name_key(name: str) -> tuple[int, str]:
+    """Worker names in a natural order: "2" before "10"."""
+    return (int(name), "") if name.isdigit() else (1 << 30, name)
+
+
 def control_plane(scheduler: Any) -> ControlPlane:
     """The ControlPlane of ``scheduler`` (for other scheduler plugins)."""
     plugin = scheduler.plugins.get(PLUGIN_NAME)

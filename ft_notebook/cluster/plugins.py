@@ -19,6 +19,7 @@ from ft_notebook.cluster._control import (
     Member,
     MemberState,
     control_plane,
+    name_key,
     signal_worker_process,
 )
 from ft_notebook.cluster._health import HEALTH_METRIC, GpuProbe, HealthPlugin, HealthSampler
@@ -33,5 +34,6 @@ __all__ = [
     "Member",
     "MemberState",
     "control_plane",
+    "name_key",
     "signal_worker_process",
 ]

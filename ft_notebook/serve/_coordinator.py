@@ -26,7 +26,7 @@ from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from ft_notebook.cluster.plugins import control_plane
+from ft_notebook.cluster.plugins import control_plane, name_key
 from ft_notebook.events import (
     Health,
     HealthChanged,
@@ -36,6 +36,7 @@ from ft_notebook.events import (
     service_topic,
 )
 from ft_notebook.exceptions import ServeError
+from ft_notebook.serve._policy import tier_of
 
 logger = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ class ServiceCoordinator(SchedulerPlugin):
             ]
             if not free:
                 continue
-            worker = min(free, key=lambda w: (held.get(w, 0), _name_key(w)))
+            worker = min(free, key=lambda w: (held.get(w, 0), name_key(w)))
             held[worker] = held.get(worker, 0) + 1
             slot.worker, slot.address = worker, workers[worker]
             slot.state, slot.since, slot.cause = "warming", time.time(), ""
@@ -323,12 +324,7 @@ class ServiceCoordinator(SchedulerPlugin):
     def _changed(self, service: Service, reason: str = "") -> None:
         service.version += 1
         ready = sum(1 for s in service.slots.values() if s.state == "ready")
-        if ready >= service.wanted:
-            health = Health.HEALTHY
-        elif ready:
-            health = Health.DEGRADED
-        else:
-            health = Health.FALLBACK
+        health = tier_of(ready, service.wanted)
         summary = f"{ready} of {service.wanted} replicas ready"
         why = f"{summary}: {reason}" if reason else summary
         if health is not service.health:
@@ -349,10 +345,6 @@ class ServiceCoordinator(SchedulerPlugin):
 
 class _FactoryFailed(Exception):
     pass
-
-
-def _name_key(name: str) -> tuple[int, str]:
-    return (int(name), "") if name.isdigit() else (1 << 30, name)
 
 
 ACTIONS: dict[str, Callable[..., Any]] = {

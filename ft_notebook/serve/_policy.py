@@ -1,5 +1,6 @@
 """The router's small rules, kept apart so each can be tested alone: a replica's
-circuit breaker, the budgets that cap retries and hedges, and a latency window.
+circuit breaker, the budgets that cap retries and hedges, a latency window, and the
+tier a number of replicas gives.
 
 All of them run on the router's event loop; none takes a lock.
 """
@@ -9,6 +10,16 @@ from __future__ import annotations
 import collections
 import enum
 import time
+
+from ft_notebook.events import Health
+
+
+def tier_of(serving: int, wanted: int) -> Health:
+    """A service's tier: HEALTHY with every replica wanted, DEGRADED with some,
+    FALLBACK with none (the coordinator counts ready ones, a router those in rotation)."""
+    if serving >= wanted:
+        return Health.HEALTHY
+    return Health.DEGRADED if serving else Health.FALLBACK
 
 
 class Breaker(str, enum.Enum):

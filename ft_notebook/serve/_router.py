@@ -26,7 +26,7 @@ from distributed.protocol.serialize import to_serialize
 
 from ft_notebook.events import Health
 from ft_notebook.exceptions import DeadlineExceeded, InputRejected, Overloaded, ServiceUnavailable
-from ft_notebook.serve._policy import Budget, CircuitBreaker, Latencies
+from ft_notebook.serve._policy import Budget, CircuitBreaker, Latencies, tier_of
 
 #: Successful calls seen before hedging starts: a p95 of fewer means little.
 _HEDGE_AFTER_SAMPLES = 20
@@ -155,13 +155,8 @@ class Router:
             task.cancel()  # its requests go elsewhere
 
     def _retier(self, reason: str) -> None:
-        serving = sum(1 for v in self.views.values() if v.breaker.in_rotation())
-        if serving >= self.wanted:
-            tier = Health.HEALTHY
-        elif serving:
-            tier = Health.DEGRADED
-        else:
-            tier = Health.FALLBACK
+        serving = sum(1 for v in list(self.views.values()) if v.breaker.in_rotation())
+        tier = tier_of(serving, self.wanted)
         if tier is not self.tier:
             why = f"{serving} of {self.wanted} replicas in rotation: {reason}"
             self.transitions.append({"time": time.time(), "tier": tier.value, "reason": why})

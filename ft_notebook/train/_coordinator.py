@@ -25,7 +25,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps
 from distributed.protocol.serialize import Serialized, deserialize
 
-from ft_notebook.cluster.plugins import control_plane
+from ft_notebook.cluster.plugins import control_plane, name_key
 from ft_notebook.events import (
     Health,
     HealthChanged,
@@ -36,7 +36,7 @@ from ft_notebook.events import (
 )
 from ft_notebook.train import _rank
 from ft_notebook.train._protocol import Plan, generation_prefix
-from ft_notebook.train._record import Options, Record, name_key
+from ft_notebook.train._record import Options, Record
 from ft_notebook.train._reports import RunReports
 from ft_notebook.train._watch import RunWatch
 

@@ -106,8 +106,3 @@ class Record:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
         }
-
-
-def name_key(name: str) -> tuple[int, str]:
-    """Worker names in a natural order: "2" before "10"."""
-    return (int(name), "") if name.isdigit() else (1 << 30, name)

@@ -14,9 +14,10 @@ import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
+from ft_notebook.cluster.plugins import name_key
 from ft_notebook.events import RunProgress, RunState
 from ft_notebook.train import _rank
-from ft_notebook.train._record import Record, name_key
+from ft_notebook.train._record import Record
 
 logger = logging.getLogger("ft_notebook.train._coordinator")
 

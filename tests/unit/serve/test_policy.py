@@ -91,3 +91,16 @@ def test_replica_targets_name_a_service_and_an_index(target: str, expected: tupl
 def test_a_target_without_service_and_index_is_a_clear_error(target: str) -> None:
     with pytest.raises(ServeError, match="replica:SERVICE/INDEX"):
         parse_target(target)
+
+
+def test_the_tier_follows_the_replicas_serving_against_those_wanted() -> None:
+    from ft_notebook.events import Health
+    from ft_notebook.serve._policy import tier_of
+
+    assert [tier_of(n, 3) for n in (0, 1, 2, 3, 4)] == [
+        Health.FALLBACK,
+        Health.DEGRADED,
+        Health.DEGRADED,
+        Health.HEALTHY,
+        Health.HEALTHY,
+    ]
