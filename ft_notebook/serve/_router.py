@@ -30,6 +30,8 @@ from ft_notebook.serve._policy import Budget, CircuitBreaker, Latencies, tier_of
 
 #: Successful calls seen before hedging starts: a p95 of fewer means little.
 _HEDGE_AFTER_SAMPLES = 20
+#: Answers between two computations of the hedge time.
+_HEDGE_EVERY = 16
 _REFRESH_S = 0.5
 
 
@@ -104,6 +106,7 @@ class Router:
         )
         self.tier, self.tier_reason = Health.FALLBACK, "no replica known yet"
         self.transitions: list[dict[str, Any]] = []
+        self._hedge_cache: tuple[int, float] | None = None  # (answered then, hedge time)
         self._loops: list[asyncio.Task[Any]] = []
         self.closed = False
 
@@ -215,14 +218,20 @@ class Router:
         return min(allowed, key=lambda v: (v.stalled(now, late), v.inflight, v.served))
 
     def _hedge_after(self) -> float | None:
+        """The hedge time, recomputed every few answers, not on every pick: sorting the
+        window is the router's one cost per request that grows with it."""
         if self.settings.hedge_budget <= 0 or len(self.latencies) < _HEDGE_AFTER_SAMPLES:
             return None
-        # After the p95, but never later than 3x the median: the answers of a stalled
-        # replica are part of the window too, and where they are some 5% of it they
-        # push the p95 up to their own latency, and the hedges come too late to help.
-        p95 = self.latencies.quantile(0.95) or 0.0
-        p50 = self.latencies.quantile(0.5) or 0.0
-        return max(float(self.settings.hedge_after_min_s), min(p95, 3 * p50))
+        answered = self.counts["answered"]
+        if self._hedge_cache is None or answered - self._hedge_cache[0] >= _HEDGE_EVERY:
+            # After the p95, but never later than 3x the median: the answers of a stalled
+            # replica are part of the window too, and where they are some 5% of it they
+            # push the p95 up to their own latency, and the hedges come too late to help.
+            p95 = self.latencies.quantile(0.95) or 0.0
+            p50 = self.latencies.quantile(0.5) or 0.0
+            delay = max(float(self.settings.hedge_after_min_s), min(p95, 3 * p50))
+            self._hedge_cache = (answered, delay)
+        return self._hedge_cache[1]
 
     def _attempt(self, view: ReplicaView, x: Any) -> asyncio.Task[Any]:
         async def send() -> tuple[dict[str, Any], float]:
