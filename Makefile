@@ -2,6 +2,7 @@
 #   make demo   the main job        make test   the whole suite
 #   make lab    JupyterLab + demos  make bench  benchmarks -> BENCHMARKS.md rows
 #   make lint   ruff, mypy, import contracts, TypeScript lint
+#   make dist   a wheel and an sdist (the extension prebuilt) in dist/
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -14,7 +15,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 TORCH_REQ ?= $(if $(HAS_GPU),torch>=2.4,torch==2.13.0)
 
-.PHONY: demo test lab bench lint labextension install clean chromium
+.PHONY: demo test lab bench lint labextension install clean chromium dist
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +63,11 @@ lab: labextension
 
 bench: install
 	$(PY) benchmarks/run.py
+
+# A wheel and an sdist in dist/, the JupyterLab extension prebuilt inside: installing
+# them needs no Node.js.
+dist: labextension
+	$(PY) -m build --outdir dist .
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,102 @@
+"""The wheel is what a user installs: built here, installed into a fresh venv with no
+Node.js on PATH, it brings the JupyterLab extension (prebuilt), the server extension
+and the IPython extension with it.
+
+Dependencies come from pip's cache and the package index, as for a user; torch is
+pinned to the version of this venv so a machine without a GPU gets the CPU build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+# run by the fresh venv's python: a real kernel (its own ipykernel) loads the extension
+KERNEL_CHECK = textwrap.dedent(
+    """
+    import json, sys
+    from jupyter_client.manager import start_new_kernel
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        code = ("%load_ext ft_notebook\\n"
+                "import ft_notebook, sys; print(ft_notebook.__file__); print(sys.prefix)")
+        out, status = [], None
+        def keep(msg):
+            if msg["msg_type"] == "stream":
+                out.append(msg["content"]["text"])
+            if msg["msg_type"] == "error":
+                out.append("\\n".join(msg["content"]["traceback"]))
+        reply = kc.execute_interactive(code, timeout=120, output_hook=keep)
+        print(json.dumps({"status": reply["content"]["status"], "out": "".join(out)}))
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    """
+)
+
+
+def _run(cmd: list[str], env: dict[str, str], timeout: float = 600, cwd: Path = ROOT) -> str:
+    done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{cmd} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout + done.stderr
+
+
+def test_the_wheel_installs_and_works_without_node(tmp_path: Path) -> None:
+    import torch
+
+    dist = tmp_path / "dist"
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)], os.environ)
+    (wheel,) = dist.glob("ft_notebook-*.whl")
+
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)], os.environ)
+    bin_dir = venv / "bin"
+    # only the venv on PATH: no node, no jlpm, nothing of this checkout's .venv
+    env = {
+        "PATH": str(bin_dir),
+        "HOME": str(tmp_path / "home"),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "JUPYTER_PLATFORM_DIRS": "1",
+    }
+    for key in ("PIP_CONFIG_FILE", "PIP_CACHE_DIR", "XDG_CACHE_HOME"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    env.setdefault("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
+    assert shutil.which("node", path=env["PATH"]) is None
+    assert shutil.which("jlpm", path=env["PATH"]) is None
+    torch_pin = f"torch=={torch.__version__.split('+')[0]}"
+    _run([str(bin_dir / "pip"), "install", "--quiet", torch_pin, str(wheel)], env, timeout=800)
+
+    labext = _run([str(bin_dir / "jupyter"), "labextension", "list"], env, cwd=tmp_path)
+    line = next((ln for ln in labext.splitlines() if "ft-notebook-labextension" in ln), "")
+    assert "enabled" in line, labext
+    assert "OK" in line, labext
+    assert "(python, ft-notebook)" in line, labext  # installed by the package, not linked
+    installed = venv / "share" / "jupyter" / "labextensions" / "ft-notebook-labextension"
+    assert (installed / "static" / "style.js").is_file()
+    assert not installed.is_symlink()  # from the wheel, not a link into this checkout
+
+    server = _run([str(bin_dir / "jupyter"), "server", "extension", "list"], env, cwd=tmp_path)
+    assert any("ft_notebook" in ln and "enabled" in ln for ln in server.splitlines()), server
+    assert any("ft_notebook" in ln and "OK" in ln for ln in server.splitlines()), server
+
+    checked = _run(  # away from this checkout, whose ft_notebook/ a kernel there would import
+        [str(bin_dir / "python"), "-c", KERNEL_CHECK], env, timeout=300, cwd=tmp_path
+    )
+    reply = next(ln for ln in checked.splitlines() if ln.startswith('{"status"'))
+    result = json.loads(reply)
+    assert result["status"] == "ok", result["out"]
+    module_file, prefix = result["out"].strip().splitlines()[-2:]
+    assert Path(prefix) == venv
+    assert Path(module_file).is_relative_to(venv), module_file  # the wheel's, not ours
