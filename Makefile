@@ -40,6 +40,7 @@ install: $(VENV)/.installed
 # (a symlink), so the browser tests never see a stale copy.
 labextension: install
 	cd labextension && CI=true jlpm install --immutable >/dev/null && jlpm build
+	cp labextension/install.json ft_notebook/labextension/install.json  # shipped in the wheel
 	jupyter-builder develop --overwrite . >/dev/null
 	jupyter server extension enable --sys-prefix ft_notebook >/dev/null 2>&1
 

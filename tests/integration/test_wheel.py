@@ -62,20 +62,20 @@ def test_the_wheel_installs_and_works_without_node(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], os.environ)
     bin_dir = venv / "bin"
-    # only the venv on PATH: no node, no jlpm, nothing of this checkout's .venv
-    env = {
+    # only the venv on PATH: no node, no jlpm, nothing of this checkout's .venv. pip keeps
+    # the user's settings (index, wheelhouse, cache); Jupyter and IPython get fresh dirs.
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "XDG_"))}
+    env |= {
         "PATH": str(bin_dir),
-        "HOME": str(tmp_path / "home"),
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "HOME": str(Path.home()),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"),
+        "JUPYTER_DATA_DIR": str(tmp_path / "jupyter-data"),
+        "IPYTHONDIR": str(tmp_path / "ipython"),
         "JUPYTER_PLATFORM_DIRS": "1",
     }
-    for key in ("PIP_CONFIG_FILE", "PIP_CACHE_DIR", "XDG_CACHE_HOME"):
-        if key in os.environ:
-            env[key] = os.environ[key]
-    env.setdefault("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
     assert shutil.which("node", path=env["PATH"]) is None
     assert shutil.which("jlpm", path=env["PATH"]) is None
-    torch_pin = f"torch=={torch.__version__.split('+')[0]}"
+    torch_pin = f"torch=={torch.__version__}"  # with its local label: +cpu stays CPU
     _run([str(bin_dir / "pip"), "install", "--quiet", torch_pin, str(wheel)], env, timeout=800)
 
     labext = _run([str(bin_dir / "jupyter"), "labextension", "list"], env, cwd=tmp_path)
