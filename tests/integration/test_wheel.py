@@ -25,13 +25,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 # run by the fresh venv's python: a real kernel (its own ipykernel) loads the extension
 KERNEL_CHECK = textwrap.dedent(
     """
-    import json, sys
+    import json
     from jupyter_client.manager import start_new_kernel
     km, kc = start_new_kernel(kernel_name="python3")
     try:
         code = ("%load_ext ft_notebook\\n"
                 "import ft_notebook, sys; print(ft_notebook.__file__); print(sys.prefix)")
-        out, status = [], None
+        out = []
         def keep(msg):
             if msg["msg_type"] == "stream":
                 out.append(msg["content"]["text"])
