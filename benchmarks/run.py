@@ -1,7 +1,9 @@
-"""Run every benchmark (``make bench``); each prints Markdown rows for BENCHMARKS.md.
+"""Run every benchmark, then render BENCHMARKS.md from their results (``make bench``).
 
 ``python benchmarks/run.py`` runs them all; ``python benchmarks/run.py events store``
-runs those whose file is ``bench_<name>.py``.
+runs those whose file is ``bench_<name>.py``. Each writes ``results/<name>.json``
+(``_report.py``); the report is rendered from every results file, so the areas not
+run this time keep their last figures, each table stamped with its own run.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ def main(names: list[str]) -> int:
     failed = []
     for script in scripts:
         print(
-            f"\n## {script.stem}  (`{sys.executable} {script.relative_to(HERE.parent)}`)\n",
+            f"\n== {script.stem}  (`{sys.executable} {script.relative_to(HERE.parent)}`)",
             flush=True,
         )
         if subprocess.run([sys.executable, str(script)], cwd=HERE.parent).returncode != 0:
             failed.append(script.name)
+    import render
+
+    render.main([])
     if failed:
         print(f"\nFAILED: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
