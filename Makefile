@@ -1,6 +1,6 @@
 # One command each, on a fresh machine with nothing installed by hand:
 #   make demo   the main job        make test   the whole suite
-#   make lab    JupyterLab + demos  make bench  benchmarks -> BENCHMARKS.md rows
+#   make lab    JupyterLab + demos  make bench  benchmarks -> results/ -> BENCHMARKS.md
 #   make lint   ruff, mypy, import contracts, TypeScript lint
 #   make dist   a wheel and an sdist (the extension prebuilt) in dist/
 SHELL := /bin/bash

@@ -151,5 +151,6 @@ def save(benchmark: str, title: str, tables: list[Table], *, argv: list[str] | N
     # a NaN is a failed measurement: refuse it rather than write what JSON cannot read
     text = json.dumps(doc, indent=1, allow_nan=False)
     path.write_text(text + "\n")
-    print(f"results: {path.relative_to(HERE.parent)}", file=sys.stderr)
+    shown = path.relative_to(HERE.parent) if path.is_relative_to(HERE.parent) else path
+    print(f"results: {shown}", file=sys.stderr)
     return path
