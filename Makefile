@@ -34,7 +34,23 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.torch-installed
 	$(PIP) install --quiet --no-deps 'byzfl==0.0.11'
 	touch $@
 
-install: $(VENV)/.installed
+# The cluster managers this machine cannot run (SLURM, Kubernetes, GPUs), checked by
+# tests/integration/test_cluster_managers.py against the README's examples. They get
+# their own venv, which sees this one's packages through a .pth file: dask-kubernetes
+# registers a `dask kubernetes` command that every `dask worker` here would import
+# (writing its YAML into ~/.config/dask), and dask-cuda's rapids-dask-dependency pins
+# an older Dask, so dask-cuda comes without its dependencies.
+MANAGERS := $(VENV)/managers
+$(MANAGERS)/.installed: $(VENV)/.installed
+	$(PY) -m venv $(MANAGERS)
+	$(PY) -c 'import site; print(site.getsitepackages()[0])' > \
+	  "$$($(MANAGERS)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/ft-notebook-venv.pth"
+	$(MANAGERS)/bin/python -m pip install --quiet 'dask-jobqueue==0.9.0' 'dask-kubernetes==2026.3.0'
+	$(MANAGERS)/bin/python -m pip install --quiet --no-deps 'dask-cuda==26.10.0' \
+	  'nvidia-ml-py==13.615.71' 'cuda-core==1.2.2' 'cuda-bindings==13.5.0' 'cuda-pathfinder==1.9.1'
+	touch $@
+
+install: $(VENV)/.installed $(MANAGERS)/.installed
 
 # Build the front end from source every time, and point JupyterLab at this build
 # (a symlink), so the browser tests never see a stale copy.

@@ -145,8 +145,9 @@ def save(benchmark: str, title: str, tables: list[Table], *, argv: list[str] | N
     kept = json.loads(path.read_text())["tables"] if path.exists() else []
     stamp = run_info(argv)
     fresh = [{**asdict(t), "run": stamp} for t in tables]
-    ids = {t.id for t in tables}
-    merged = [t for t in kept if t["id"] not in ids] + fresh
+    # a refreshed table keeps its place; new ones follow
+    by_id = {t["id"]: t for t in fresh}
+    merged = [by_id.pop(t["id"], t) for t in kept] + list(by_id.values())
     doc = {"benchmark": benchmark, "title": title, "tables": merged}
     # a NaN is a failed measurement: refuse it rather than write what JSON cannot read
     text = json.dumps(doc, indent=1, allow_nan=False)

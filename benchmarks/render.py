@@ -107,8 +107,11 @@ def ratio_of(row: dict[str, Any]) -> float | None:
     if ref is None:
         return None
     if row["ratio"] == "pairs":
+        if any(r == 0 for r in ref):
+            return None
         return statistics.median(o / r for o, r in zip(row["ours"], ref, strict=True))
-    return statistics.median(row["ours"]) / statistics.median(ref)
+    mid = statistics.median(ref)
+    return None if mid == 0 else statistics.median(row["ours"]) / mid
 
 
 def judged(row: dict[str, Any]) -> tuple[str, str]:
@@ -118,9 +121,10 @@ def judged(row: dict[str, Any]) -> tuple[str, str]:
         return "(context)", ""
     check = OPS[goal["op"]]
     if goal["of"] == "ratio":
-        ratio = ratio_of(row)
-        assert ratio is not None
-        return f"ratio {goal['op']} {number(goal['limit'])}", _yes(check(ratio, goal["limit"]))
+        ratio, text = ratio_of(row), f"ratio {goal['op']} {number(goal['limit'])}"
+        if ratio is None:  # a reference of zero: no ratio, so the goal is not shown met
+            return text, "**no** (reference 0)"
+        return text, _yes(check(ratio, goal["limit"]))
     samples, unit, limit = row["ours"], row["unit"], goal["limit"]
     if goal["stat"] == "all":
         text = "every run" if unit == "bool" else f"every run {goal['op']} {quantity(limit, unit)}"
@@ -156,7 +160,8 @@ def table(t: dict[str, Any], raw: str) -> list[str]:
         ratio = ratio_of(row)
         goal, met = judged(row)
         cells = [measure, summary(row["ours"], row["unit"]), ref]
-        cells += ["" if ratio is None else number(ratio), goal, met, f"[json]({raw})"]
+        shown = "" if row["reference"] is None else "n/a" if ratio is None else number(ratio)
+        cells += [shown, goal, met, f"[json]({raw})"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return [*lines, ""]
 

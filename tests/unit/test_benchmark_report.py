@@ -97,6 +97,20 @@ def test_paired_ratios_and_a_goal_met(tmp_path: Path) -> None:
     assert cells[5] == "yes"
 
 
+def test_a_reference_of_zero_gives_no_ratio_and_no_goal_met(tmp_path: Path) -> None:
+    line = _rendered_row(
+        tmp_path,
+        unit="count",
+        ours=[3.0],
+        reference=[0.0],
+        reference_name="the other tool",
+        goal=_report.Goal("ratio", "<=", 1),
+    )
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[3] == "n/a"
+    assert cells[5] == "**no** (reference 0)"
+
+
 def test_a_value_goal_on_every_run(tmp_path: Path) -> None:
     line = _rendered_row(
         tmp_path, unit="bool", ours=[1, 1, 0, 1], goal=_report.Goal("value", "==", 1, stat="all")
@@ -121,7 +135,7 @@ def test_a_failed_measurement_is_not_written(
     monkeypatch.setattr(_report, "RESULTS", tmp_path)
     table = _report.Table("t", "T", "setup")
     table.row("nan", "s", [float("nan")], goal=_report.Goal("value", "<=", 1))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
         _report.save("demo", "Demo", [table], argv=["bench_demo.py"])
     assert not (tmp_path / "demo.json").exists()
 
@@ -137,7 +151,9 @@ def test_a_partial_run_keeps_the_other_tables(
         return t
 
     _report.save("demo", "Demo", [table("a", 0.1), table("b", 0.2)], argv=["x.py"])
-    _report.save("demo", "Demo", [table("b", 0.3)], argv=["x.py", "--only", "b"])
+    _report.save("demo", "Demo", [table("a", 0.3)], argv=["x.py", "--only", "a"])
     doc = json.loads((tmp_path / "demo.json").read_text())
-    assert [(t["id"], t["rows"][0]["ours"]) for t in doc["tables"]] == [("a", [0.1]), ("b", [0.3])]
-    assert doc["tables"][1]["run"]["command"].endswith("x.py --only b")
+    # the refreshed table keeps its place, stamped with its own run
+    assert [(t["id"], t["rows"][0]["ours"]) for t in doc["tables"]] == [("a", [0.3]), ("b", [0.2])]
+    assert doc["tables"][0]["run"]["command"].endswith("x.py --only a")
+    assert doc["tables"][1]["run"]["command"].endswith("x.py")
