@@ -126,7 +126,10 @@ def machine() -> dict[str, object]:
 
 def _commit(root: Path) -> str:
     def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        try:
+            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        except FileNotFoundError:  # a lent GPU machine may have no git: still save
+            return ""
         return done.stdout.strip() if done.returncode == 0 else ""
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
