@@ -17,7 +17,8 @@ name every fault in a recovery or a ``worker-lost``/``worker-hung`` event.
 the issue's own run), with ``ft-notebook.train.float64-sums`` false (one float32 slice
 per rank, the arithmetic before) and true, to show what the drills catch.
 
-Prints Markdown rows for BENCHMARKS.md on stdout; one line per drill on stderr.
+Saves every drill's checks to ``benchmarks/results/drills.json`` (the baseline as a
+table of its own); one line per drill on stderr.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import row
+from _report import Goal, Table, save
 
 
 def log(message: str) -> None:
@@ -94,11 +95,11 @@ def main() -> None:
     reload_config()
     started = time.monotonic()
     seeds = list(range(args.first_seed, args.first_seed + args.drills))
-    lines: list[str] = []
+    tables: list[Table] = []
     with training_cluster(3, silence_logs=int(os.environ.get("BENCH_LOG_LEVEL", 50))) as client:
         results = drills(client, work, seeds, counters=True, tag="f64")
         elapsed = time.monotonic() - started
-        lines += table(results, elapsed, args)
+        tables.append(table(results, elapsed, args))
         if args.baseline:
             base_seeds = [s for s in range(args.first_seed, 10**6) if s % 2 == 0][: args.baseline]
             arms = {}
@@ -109,84 +110,83 @@ def main() -> None:
                     tag = "f64-bare" if float64 else "f32-bare"
                     arms[float64] = (drills(client, work, base_seeds, False, tag), t0)
                 reload_config()
-            lines += baseline_table(arms)
-    for text in lines:
-        print(text, flush=True)
+            tables.append(baseline_table(arms))
+    save("drills", "Chaos drills: random faults against ft.fit", tables)
     log(f"total {time.monotonic() - started:.0f} s")
 
 
-def table(results: list[Any], elapsed: float, args: argparse.Namespace) -> list[str]:
+def table(results: list[Any], elapsed: float, args: argparse.Namespace) -> Table:
     struck = collections.Counter(kind for r in results for kind, _, _ in r.struck)
     default = [r for r in results if not r.plan.deterministic]
     exact = [r for r in results if r.plan.deterministic]
-    outside = sum(1 for r in default if r.distance > 1e-4)
-    not_identical = sum(1 for r in exact if not r.identical)
-    worst = max((r.distance for r in default), default=0.0)
-    counts_off = sum(1 for r in results if r.counts_off)
-    unseen = sum(len(r.unseen) for r in results)
-    failed = sum(1 for r in results if r.state != "COMPLETED")
-    unverified = sum(1 for r in results if not r.verified)
-    repairs = sum(r.repairs for r in results)
     recoveries = sum(len(r.recoveries) for r in results)
-    ok = sum(1 for r in results if r.ok)
+    repairs = sum(r.repairs for r in results)
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(struck.items()))
-    goal_met = "yes" if ok == len(results) and len(results) >= 200 and elapsed < 3600 else "no"
-    return [
-        f"\nChaos drills: `benchmarks/bench_drills.py --drills {args.drills} --first-seed "
-        f"{args.first_seed}`, 3 worker processes (LocalCluster), seeds "
-        f"{args.first_seed}-{args.first_seed + args.drills - 1}, {len(default)} default-mode "
-        f"and {len(exact)} deterministic runs of 256 steps, {sum(struck.values())} faults "
-        f"struck ({kinds}), {recoveries} recoveries, {elapsed / 60:.1f} min in all\n",
-        row("measure", "value", "goal", "met"),
-        row("---", "---", "---", "---"),
-        row(
-            "default-mode runs outside 1e-4 of the undisturbed run",
-            f"{outside} of {len(default)} (largest distance {worst:.3g})",
-            "0",
-            "yes" if outside == 0 else "no",
-        ),
-        row(
-            "deterministic runs not bit-identical",
-            f"{not_identical} of {len(exact)}",
-            "0",
-            "yes" if not not_identical else "no",
-        ),
-        row(
-            "runs with a sample not used exactly once per epoch", counts_off, "0", _met(counts_off)
-        ),
-        row("faults named in no recovery and no event", unseen, "0", _met(unseen)),
-        row("runs not COMPLETED", failed, "0", _met(failed)),
-        row("runs with a recovery not verified", unverified, "0", _met(unverified)),
-        row("states repaired by the self-check", repairs, "(context)", ""),
-        row(
-            "drills passing every check",
-            f"{ok} of {len(results)} in {elapsed / 60:.1f} min",
-            ">= 200 drills, all pass, < 60 min",
-            goal_met,
-        ),
-    ]
-
-
-def baseline_table(arms: dict[bool, tuple[list[Any], float]]) -> list[str]:
-    lines = [
-        "\nThe same faults on the issue's bare MLP (no counters), default mode, seeds "
-        f"{', '.join(str(r.plan.seed) for r in arms[False][0])}:\n",
-        row("arithmetic", "runs outside 1e-4", "largest distance", "distances above 1e-6"),
-        row("---", "---", "---", "---"),
-    ]
-    for float64, label in ((False, "float32 slice per rank (before)"), (True, "float64 parts")):
-        results = arms[float64][0]
-        far = [r.distance for r in results if r.distance > 1e-4]
-        above = sorted(f"{r.distance:.3g}" for r in results if r.distance > 1e-6)
-        worst = max((r.distance for r in results), default=0.0)
-        lines.append(
-            row(label, f"{len(far)} of {len(results)}", f"{worst:.3g}", ", ".join(above) or "none")
+    every = Goal("value", "==", 1, stat="all")
+    none = Goal("value", "==", 0, stat="all")
+    t = Table(
+        "drills",
+        "Chaos drills",
+        f"{len(results)} drills on 3 worker processes (LocalCluster), seeds "
+        f"{args.first_seed}-{args.first_seed + args.drills - 1}: {len(default)} default-mode "
+        f"and {len(exact)} deterministic runs of 256 steps (2 epochs), each checked against "
+        f"an undisturbed run. {sum(struck.values())} faults struck ({kinds or 'none'}), "
+        f"{recoveries} recoveries; the self-check repaired {repairs} states.",
+    )
+    if default:
+        t.row(
+            "distance from the undisturbed run, default mode",
+            "",
+            [r.distance for r in default],
+            goal=Goal("value", "<=", 1e-4, stat="all"),
+            detail="max |w - w_ref| / max |w_ref|",
         )
-    return lines
+    if exact:
+        t.row(
+            "bit-identical to the undisturbed run, deterministic",
+            "bool",
+            [int(r.identical) for r in exact],
+            goal=every,
+        )
+    t.row(
+        "samples not used exactly once per epoch",
+        "count",
+        [r.counts_off for r in results],
+        goal=none,
+    )
+    t.row(
+        "faults named in no recovery and no event",
+        "count",
+        [len(r.unseen) for r in results],
+        goal=none,
+    )
+    t.row("run COMPLETED", "bool", [int(r.state == "COMPLETED") for r in results], goal=every)
+    t.row("every recovery verified", "bool", [int(r.verified) for r in results], goal=every)
+    t.row("drill passing every check", "bool", [int(r.ok) for r in results], goal=every)
+    t.row("drills run", "count", [len(results)], goal=Goal("value", ">=", 200, stat="sum"))
+    t.row("time for all the drills", "s", [elapsed], goal=Goal("value", "<", 3600, stat="sum"))
+    return t
 
 
-def _met(count: int) -> str:
-    return "yes" if count == 0 else "no"
+def baseline_table(arms: dict[bool, tuple[list[Any], float]]) -> Table:
+    seeds = ", ".join(str(r.plan.seed) for r in arms[False][0])
+    t = Table(
+        "drills-baseline",
+        "What the drills catch: the arithmetic before float64 sums",
+        f"The same faults on the issue's bare MLP (no counters), default mode, seeds {seeds}, "
+        "once with `ft-notebook.train.float64-sums: false` (each rank sums its own float32 "
+        "slice, in an order that depends on the world size) and once with the float64 parts.",
+    )
+    t.row(
+        "distance from the undisturbed run, float64 parts",
+        "",
+        [r.distance for r in arms[True][0]],
+        reference=[r.distance for r in arms[False][0]],
+        reference_name="float32 slices, before",
+        goal=Goal("value", "<=", 1e-4, stat="all"),
+        detail="max |w - w_ref| / max |w_ref|, the same seeds",
+    )
+    return t
 
 
 if __name__ == "__main__":

@@ -16,18 +16,20 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from _report import Goal, Table, save
 
 from ft_notebook.plan import daly_interval, waste
 from ft_notebook.store import CheckpointStore
 
 
-def measured_costs(reps: int = 5) -> tuple[float, float]:
-    """(save δ, restart R) in seconds, medians of ``reps``."""
+def measured_costs(reps: int = 5) -> tuple[list[float], list[float]]:
+    """(saves δ, restarts R) in seconds, ``reps`` of each."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(*(torch.nn.Linear(2500, 2500) for _ in range(4)))
     state = {"model": model.state_dict()}
@@ -43,7 +45,7 @@ def measured_costs(reps: int = 5) -> tuple[float, float]:
             start = time.perf_counter()
             store.load("plan", step)
             loads.append(time.perf_counter() - start)
-    return statistics.median(saves), statistics.median(loads)
+    return saves, loads
 
 
 def simulate(
@@ -77,28 +79,72 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--failures", type=int, default=2000)
     args = parser.parse_args()
-    cost, restart = measured_costs()
+    saves, loads = measured_costs()
+    cost, restart = statistics.median(saves), statistics.median(loads)
     print(
-        f"measured: save δ = {cost * 1e3:.0f} ms, restart R = {restart * 1e3:.0f} ms (medians of 5)\n"
+        f"measured: save δ = {cost * 1e3:.0f} ms, restart R = {restart * 1e3:.0f} ms "
+        f"(medians of {len(saves)})",
+        file=sys.stderr,
     )
-    print(
-        "| MTBF | Daly τ | waste, Daly's model | simulated at τ | at τ/2 | at 2τ | model - simulated (points) | τ wastes least |"
+    costs = Table(
+        "plan-costs",
+        "Save and restart costs the planner is given",
+        f"δ is a durable `CheckpointStore.save` of a 25 M-parameter model's state (4 linear "
+        f"layers 2500x2500), R the `load` of that checkpoint (what a restart reads), "
+        f"{len(saves)} of each, alternating; both are ft_notebook's (no reference exists), "
+        f"so R is shown beside δ. Their medians drive the simulation below.",
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for mtbf in (cost * 20, cost * 200, cost * 2000):
+    costs.row(
+        "restart R (load)", "s", loads, reference=saves, reference_name="save δ", ratio="pairs"
+    )
+    sim = Table(
+        "plan-daly",
+        "Daly's model against a simulation",
+        f"Per MTBF (20, 200 and 2,000 times the measured δ = {cost * 1e3:.0f} ms, R = "
+        f"{restart * 1e3:.0f} ms), a discrete-event simulation of a job checkpointed every "
+        f"τ, with Poisson failures (also during saves and restarts), until "
+        f"{args.failures:,} failures, at Daly's τ, τ/2 and 2τ; waste is the share of "
+        f"wall-clock time not spent on work, one simulation per interval.",
+    )
+    for times in (20, 200, 2000):
+        mtbf = cost * times
         tau = daly_interval(cost, mtbf)
         model = waste(tau, cost, mtbf, restart)
         at = {
             k: simulate(tau * k, cost, restart, mtbf, args.failures, seed=int(k * 10))[0]
             for k in (1, 0.5, 2)
         }
-        gap = (model - at[1]) * 100
-        least = at[1] < at[0.5] and at[1] < at[2]
+        label = f"MTBF {times:,}δ"
+        sim.row(
+            f"{label}: waste at Daly's τ, simulated",
+            "%",
+            [at[1] * 100],
+            reference=[model * 100],
+            reference_name="Daly's model",
+            detail=f"MTBF {mtbf:.1f} s, τ {tau:.2f} s",
+        )
+        sim.row(
+            f"{label}: |simulated − model| waste at τ",
+            "points",
+            [abs(at[1] - model) * 100],
+            goal=Goal("value", "<=", 1.0),
+        )
+        for k, name in ((0.5, "τ/2"), (2, "2τ")):
+            sim.row(
+                f"{label}: simulated waste at τ, against {name}",
+                "%",
+                [at[1] * 100],
+                reference=[at[k] * 100],
+                reference_name=f"at {name}",
+                goal=Goal("ratio", "<", 1.0),  # Daly's τ wastes least
+            )
         print(
-            f"| {mtbf:.1f} s | {tau:.2f} s | {model:.2%} | {at[1]:.2%} | {at[0.5]:.2%} | {at[2]:.2%} | "
-            f"{gap:+.2f} | {'yes' if least else 'NO'} |",
+            f"{label}: model {model:.2%}, simulated {at[1]:.2%} (τ/2 {at[0.5]:.2%}, "
+            f"2τ {at[2]:.2%})",
+            file=sys.stderr,
             flush=True,
         )
+    save("plan", "Checkpoint planning", [costs, sim])
 
 
 if __name__ == "__main__":

@@ -24,10 +24,14 @@
    True and False alternate, ``--rto-runs`` runs each; between runs the script waits
    (polling, with a deadline) until the cluster has 3 workers again. After every
    run the trained counts are checked: every sample used exactly once.
+3. Hang and rejoin: the same with SIGSTOP on a cluster with ft's default heartbeat
+   and hang threshold; time from the stop to the survivors' first committed step,
+   and from the evicted worker's restart (its nanny's) to training again.
 
-Prints Markdown rows for BENCHMARKS.md on stdout; per-run details go to stderr
-(``BENCH_LOG_LEVEL=20`` shows Dask's own log too). Uses a temporary data folder and
-checkpoint store, never the user's.
+Saves every raw sample to ``benchmarks/results/train.json`` (``train-cuda.json`` with
+``--device cuda``), one table per part, so ``--only`` refreshes only its own; per-run
+details go to stderr (``BENCH_LOG_LEVEL=20`` shows Dask's own log too). Uses a
+temporary data folder and checkpoint store, never the user's.
 """
 
 from __future__ import annotations
@@ -48,7 +52,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import poll, row
+from _common import poll
+from _report import Goal, Table, save
 
 HERE = Path(__file__).parent
 REFERENCE = HERE / "_ddp_reference.py"
@@ -91,7 +96,7 @@ def steady_rate(points: list[tuple[int, float]], warmup: int, batch: int) -> tup
     return (s1 - s0) / (t1 - t0) * batch, s0, s1
 
 
-def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
+def bench_throughput(args: argparse.Namespace, work: Path) -> list[Table]:
     import torch
     from torch.utils.data import TensorDataset
 
@@ -204,64 +209,49 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[str]:
         for key, arm in arms.items():
             results[key].append(arm())
 
-    if not {"ft", "torchrun", "ft-ckpt"} <= set(arms):
-        return []  # rows need these three arms; the rates are in the log
-    ref = results["torchrun"]
-    med_ref = statistics.median(r["rate"] for r in ref)
-
-    def line(label: str, key: str, goal: str) -> str:
-        ours = results[key]
-        ratios = [o["rate"] / r["rate"] for o, r in zip(ours, ref, strict=True)]
-        ratio = statistics.median(ratios)
-        med = statistics.median(o["rate"] for o in ours)
-        met = "" if goal == "(context)" else ("yes" if ratio >= 0.97 else "no")
-        return row(
-            label,
-            f"{med:,.0f} samples/s ({args.batch / med * 1e3:.1f} ms/step)",
-            f"{med_ref:,.0f} samples/s ({args.batch / med_ref * 1e3:.1f} ms/step)",
-            f"{ratio:.3f}",
-            ", ".join(f"{x:.3f}" for x in ratios),
-            goal,
-            met,
-        )
-
-    what = (
-        f"MLP {args.features}-{args.hidden}-1 ({sum(p.numel() for p in problem['model']().parameters()):,} "
-        f"parameters), global batch {args.batch}, steps {args.warmup}-{steps}"
-    )
+    if "torchrun" not in arms:
+        log("no torchrun arm: nothing to compare, no table saved (the rates are above)")
+        return []
+    ref = [r["rate"] for r in results["torchrun"]]
+    params = sum(p.numel() for p in problem["model"]().parameters())
     where = (
         "gloo, CPU"
         if args.device == "cpu"
         else f"NCCL, {args.device}{', bf16 autocast' if args.amp else ''}"
     )
-    return [
-        f"\nThroughput: {args.workers} worker(s) x 1 thread vs `torchrun "
-        f"--nproc_per_node={args.workers}` DDP ({where}), "
-        f"{what}, {args.pairs} interleaved rounds, medians; {cores()} cores\n",
-        row(
-            "benchmark",
-            "ft.fit",
-            "torchrun DDP",
-            "ratio ft/torchrun (median)",
-            "per round",
-            "goal",
-            "met",
-        ),
-        row("---", "---", "---", "---", "---", "---", "---"),
-        line("steady-state throughput, ft.fit without periodic checkpoints", "ft", ">= 0.97"),
-        line("the same, ft.fit with `checkpoint_every=50`", "ft-ckpt", "(context)"),
-        *(
-            [line("the same, `float64-sums: false` (float32 slices)", "ft-f32", "(context)")]
-            if "ft-f32" in results
-            else []
-        ),
-    ]
+    table = Table(
+        "throughput",
+        "Throughput against torchrun DDP",
+        f"`ft.fit` on {args.workers} worker process(es) x 1 thread against `torchrun "
+        f"--nproc_per_node={args.workers}` DDP ({where}), MLP {args.features}-{args.hidden}-1 "
+        f"({params:,} parameters), global batch {args.batch}, steady-state samples/s over "
+        f"steps {args.warmup}-{steps}. The arms alternate, {args.pairs} rounds, each ft run "
+        "on a fresh cluster closed before the torchrun arm; the ratio is the median of the "
+        "per-round ratios.",
+    )
+    rows = {
+        "ft": ("steady-state throughput, no periodic checkpoints", Goal("ratio", ">=", 0.97)),
+        "ft-ckpt": ("the same, with `checkpoint_every=50`", None),
+        "ft-f32": ("the same, `float64-sums: false` (float32 slices)", None),
+    }
+    for key, (measure, goal) in rows.items():
+        if key in results:
+            table.row(
+                measure,
+                "samples/s",
+                [r["rate"] for r in results[key]],
+                reference=ref,
+                reference_name="torchrun DDP",
+                ratio="pairs",
+                goal=goal,
+            )
+    return [table] if table.rows else []
 
 
 # ---- 2. recovery time
 
 
-def bench_rto(args: argparse.Namespace, work: Path) -> list[str]:
+def bench_rto(args: argparse.Namespace, work: Path) -> list[Table]:
     import torch
 
     from ft_notebook.testing.training import counting_problem
@@ -361,67 +351,61 @@ def bench_rto(args: argparse.Namespace, work: Path) -> list[str]:
                 try:
                     results[fast].append(once(fast, index))
                 except Exception as e:
-                    failures[fast].append(f"{type(e).__name__}: {e}")
+                    failures[fast].append(f"{type(e).__name__}: {e}"[:200])
                     log(f"  run failed: {traceback.format_exc()}")
             if stopped:
                 break
     finally:
         cluster.close()
 
-    def line(fast: bool, goal_s: float) -> str:
-        rs = results[fast]
-        n = len(rs) + len(failures[fast])
-        if not rs:
-            return row(
-                f"fast_recovery={fast}", "no run recovered", *[""] * 8, f"<= {goal_s} s", "no"
+    table = Table(
+        "rto",
+        "Recovery after a SIGKILL",
+        f"SIGKILL of one of 3 workers (1 thread each) of a `counting_problem` run (batch "
+        f"{batch}, {args.rto_steps} steps of about {args.delay * 1e3:.0f} ms + overhead), past "
+        f"a random step in [{args.kill_from}, {args.kill_to}]; RTO from just before the kill "
+        f"to the first step committed by the 2 survivors; {args.rto_runs} runs per mode, the "
+        "modes alternating." + (f" The runs stopped early: {stopped[:300]}" if stopped else ""),
+    )
+    for fast, goal_s in ((True, 0.25), (False, 1.0)):
+        rs, mode = results[fast], f"fast_recovery={fast}"
+        if rs:
+            hows = sorted({r["how"] for r in rs})
+            taken = ", ".join(f"{h} {sum(r['how'] == h for r in rs)}" for h in hows)
+            detect = statistics.median(r["detect"] for r in rs)
+            reported = statistics.median(r["reported"] for r in rs)
+            table.row(
+                f"RTO, {mode}",
+                "s",
+                [r["rto"] for r in rs],
+                goal=Goal("value", "<=", goal_s),
+                detail=f"path taken: {taken}; median detection {detect * 1e3:.0f} ms, "
+                f"ft's own rto_s {reported * 1e3:.0f} ms",
             )
-        rto = [r["rto"] for r in rs]
-        med = statistics.median(rto)
-        hows = sorted({r["how"] for r in rs})
-        how = ", ".join(f"{h} {sum(r['how'] == h for r in rs)}" for h in hows)
-        lost = max(r["steps_lost"] for r in rs)
-        exact = sum(r["exact"] for r in rs)
-        met = "yes" if med <= goal_s and lost == 0 and not failures[fast] else "no"
-        return row(
-            f"fast_recovery={fast}",
-            f"{med:.3f}",
-            f"{max(rto):.3f}",
-            f"{statistics.median(r['detect'] for r in rs):.3f}",
-            f"{statistics.median(r['reported'] for r in rs):.3f}",
-            f"{lost}",
-            how,
-            f"{exact}/{len(rs)}",
-            f"{len(rs)}/{n}" + (f" ({'; '.join(failures[fast])})" if failures[fast] else ""),
-            f"median <= {goal_s} s, 0 steps lost",
-            met,
+            table.row(
+                f"steps lost, {mode}",
+                "count",
+                [r["steps_lost"] for r in rs],
+                goal=Goal("value", "==", 0, stat="all"),
+            )
+            table.row(
+                f"every sample used exactly once, {mode}",
+                "bool",
+                [int(r["exact"]) for r in rs],
+                goal=Goal("value", "==", 1, stat="all"),
+            )
+        # one sample per run attempted: 1 recovered and measured, 0 failed
+        table.row(
+            f"runs recovered, {mode}",
+            "bool",
+            [1] * len(rs) + [0] * len(failures[fast]) or [0],
+            goal=Goal("value", "==", 1, stat="all"),
+            detail="; ".join(failures[fast]),
         )
-
-    return [
-        f"\nRecovery: SIGKILL of one of 3 workers (1 thread each) of a `counting_problem` run "
-        f"(batch {batch}, {args.rto_steps} steps of about {args.delay * 1e3:.0f} ms + overhead), "
-        f"killed past a random step in [{args.kill_from}, {args.kill_to}]; RTO from just before "
-        f"the kill to the first step committed by the 2 survivors; {args.rto_runs} runs each; "
-        f"{cores()} cores\n",
-        row(
-            "recovery",
-            "median RTO (s)",
-            "worst RTO (s)",
-            "kill -> detected (median s)",
-            "reported rto_s (median)",
-            "steps lost (max)",
-            "path taken",
-            "counts exact",
-            "runs recovered",
-            "goal",
-            "met",
-        ),
-        row(*["---"] * 11),
-        line(True, 0.25),
-        line(False, 1.0),
-    ] + ([f"\nRecovery runs stopped early: {stopped}"] if stopped else [])
+    return [table]
 
 
-def bench_hang_and_rejoin(args: argparse.Namespace, work: Path) -> list[str]:
+def bench_hang_and_rejoin(args: argparse.Namespace, work: Path) -> list[Table]:
     """SIGSTOP one of 3 workers with ft's default settings (heartbeats every 500 ms,
     hung after 2 s): time from the stop to the survivors' first committed step; then
     the evicted worker's nanny restarts it: time from its arrival to training again."""
@@ -439,7 +423,9 @@ def bench_hang_and_rejoin(args: argparse.Namespace, work: Path) -> list[str]:
     cluster, client = start_cluster(3, heartbeat=heartbeat)
     stops: list[float] = []
     rejoins: list[float] = []
-    exact, failures = 0, []
+    exact: list[int] = []  # per run that ended: 1 when every sample was used once
+    completed: list[int] = []  # per run: 1 when it completed with the worker rejoined
+    failures: list[str] = []
     try:
         for index in range(args.hang_runs):
             poll(lambda: worker_count(client) == 3, 120, "3 workers back", every_s=0.1)
@@ -482,16 +468,18 @@ def bench_hang_and_rejoin(args: argparse.Namespace, work: Path) -> list[str]:
                 joins = final["joins"]
                 rejoins += [j["rejoin_s"] for j in joins]
                 ok = bool(torch.all(run.model().counts.detach() == 1.0))
-                exact += ok
+                exact.append(int(ok))
                 log(
                     f"  {name}: SIGSTOP {victim} at step ~{info['step']}: survivors trained again "
                     f"{stops[-1]:.3f} s later ({recovery['cause']}); rejoins {[j['rejoin_s'] for j in joins]}; "
                     f"counts exact: {ok}"
                 )
+                completed.append(int(final["state"] == "COMPLETED" and bool(joins)))
                 if not joins:
                     failures.append(f"{name}: the restarted worker did not rejoin before the end")
             except Exception as e:
-                failures.append(f"{type(e).__name__}: {e}")
+                completed.append(0)
+                failures.append(f"{type(e).__name__}: {e}"[:200])
                 log(f"  run failed: {traceback.format_exc()}")
                 with contextlib.suppress(Exception):
                     run.cancel()
@@ -500,33 +488,51 @@ def bench_hang_and_rejoin(args: argparse.Namespace, work: Path) -> list[str]:
     finally:
         cluster.close()
 
-    def line(what: str, values: list[float], goal: float) -> str:
-        if not values:
-            return row(what, "none measured", "", "", f"<= {goal} s", "no")
-        med = statistics.median(values)
-        return row(
-            what,
-            f"{med:.3f}",
-            f"{max(values):.3f}",
-            f"{len(values)}",
-            f"median <= {goal} s",
-            "yes" if med <= goal and not failures else "no",
+    table = Table(
+        "hang",
+        "Hang and rejoin after a SIGSTOP",
+        f"SIGSTOP of one of 3 workers (ft's defaults: heartbeats every {heartbeat}, hung "
+        f"after {settings.hung_after_s:g} s) of a `counting_problem` run of {steps} steps, "
+        f"{args.hang_runs} runs; the stopped worker is evicted through its nanny, which starts "
+        "a fresh one.",
+    )
+    if stops:
+        table.row(
+            "SIGSTOP -> first step committed by the survivors",
+            "s",
+            stops,
+            goal=Goal("value", "<=", 2.5),
         )
+    if rejoins:
+        table.row(
+            "restarted worker: arrival -> training again",
+            "s",
+            rejoins,
+            goal=Goal("value", "<=", 3.0),
+        )
+    if exact:
+        table.row(
+            "every sample used exactly once",
+            "bool",
+            exact,
+            goal=Goal("value", "==", 1, stat="all"),
+        )
+    table.row(
+        "runs completed with the worker rejoined",
+        "bool",
+        completed or [0],
+        goal=Goal("value", "==", 1, stat="all"),
+        detail="; ".join(failures),
+    )
+    return [table]
 
-    return [
-        f"\nHang and rejoin: SIGSTOP of one of 3 workers (ft's defaults: heartbeats every "
-        f"{heartbeat}, hung after {settings.hung_after_s:g} s) of a `counting_problem` run of "
-        f"{steps} steps, {args.hang_runs} runs; every sample used exactly once in {exact} of "
-        f"{args.hang_runs}; {cores()} cores\n",
-        row("measure", "median (s)", "worst (s)", "n", "goal", "met"),
-        row(*["---"] * 6),
-        line("SIGSTOP -> first step committed by the survivors", stops, 2.5),
-        line("restarted worker: arrival -> training again", rejoins, 3.0),
-    ] + ([f"\nFailures: {'; '.join(failures)}"] if failures else [])
 
-
-def cores() -> int:
-    return len(os.sched_getaffinity(0))
+def save_tables(args: argparse.Namespace, tables: list[Table]) -> None:
+    """GPU figures go to a results file of their own: they never replace the CPU ones."""
+    if args.device == "cpu":
+        save("train", "Training: ft.fit throughput, recovery, hangs and rejoins", tables)
+    else:
+        save("train-cuda", "Training on a GPU: ft.fit against torchrun DDP", tables)
 
 
 def main() -> None:
@@ -558,7 +564,7 @@ def main() -> None:
     parser.add_argument(
         "--arms",
         default="ft,torchrun,ft-ckpt,ft-f32",
-        help="throughput arms (rows need ft, torchrun and ft-ckpt)",
+        help="throughput arms (without torchrun nothing is saved)",
     )
     args = parser.parse_args()
     if args.quick:
@@ -570,18 +576,12 @@ def main() -> None:
 
     reload_config()
     started = time.monotonic()
-    lines: list[str] = []
-    if args.only in (None, "throughput"):
-        lines += bench_throughput(args, work)
-        for text in lines:
-            print(text, flush=True)
-    if args.only in (None, "rto"):
-        rto = bench_rto(args, work)
-        for text in rto:
-            print(text, flush=True)
-    if args.only in (None, "hang"):
-        for text in bench_hang_and_rejoin(args, work):
-            print(text, flush=True)
+    parts = {"throughput": bench_throughput, "rto": bench_rto, "hang": bench_hang_and_rejoin}
+    for key, part in parts.items():
+        if args.only in (None, key):
+            tables = part(args, work)
+            if tables:  # saved part by part: a later failure keeps what was measured
+                save_tables(args, tables)
     log(f"total {time.monotonic() - started:.0f} s")
 
 
