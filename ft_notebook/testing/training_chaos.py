@@ -18,8 +18,8 @@ relies on, against references a broken implementation cannot fake:
 - every fault is visible: its victim is named in a recovery of the run, or (a worker
   killed before it was admitted again) in a ``worker-lost`` event of the cluster.
 
-``tests/chaos/test_train_drills.py`` runs a few seeds; ``benchmarks/bench_train.py
---only drills`` runs many.
+``tests/chaos/test_train_drills.py`` runs a few seeds; ``benchmarks/bench_drills.py``
+runs many.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Random fault sequences against real training runs on 3 worker processes: each run
 must complete, use every sample exactly once per epoch, end on the weights of an
 undisturbed run (bit-identical with ``deterministic=True``, within 1e-4 otherwise)
-and name every fault it met. ``benchmarks/bench_train.py --only drills`` runs many
+and name every fault it met. ``benchmarks/bench_drills.py`` runs many
 more seeds; these are a few, chosen to cover every kind of fault and both modes."""
 
 from __future__ import annotations
