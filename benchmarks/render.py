@@ -172,10 +172,40 @@ def machine(info: dict[str, Any]) -> str:
     return ", ".join(str(p) for p in parts)
 
 
+def overview(names: list[str], docs: dict[str, Any]) -> list[str]:
+    """One line per area: when it last ran, and its goals met and missed."""
+    lines = [
+        "| area | last run | rows | goals met | goals missed |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in names:
+        tables = docs[name]["tables"]
+        rows = [(t["id"], r) for t in tables for r in t["rows"]]
+        verdicts = [judged(r)[1] for _, r in rows]
+        missed = [
+            f"{r['measure']} ({id})"
+            for (id, r), v in zip(rows, verdicts, strict=True)
+            if v.startswith("**no")
+        ]
+        dates = sorted({t["run"]["date"][:10] for t in tables})
+        when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+        met = sum(v == "yes" for v in verdicts)
+        shown = (f"{len(missed)}: " + "; ".join(missed)).replace("|", "\\|") if missed else "0"
+        title = f"[{docs[name]['title']}](#{anchor(docs[name]['title'], name)})"
+        lines.append(f"| {title} | {when} | {len(rows)} | {met} | {shown} |")
+    return [*lines, ""]
+
+
+def anchor(title: str, name: str) -> str:
+    """GitHub's anchor of the area's heading."""
+    text = f"{title} ({name})".lower()
+    return "".join(c for c in text.replace(" ", "-") if c.isalnum() or c in "-_")
+
+
 def render(results: Path = HERE / "results", notes: Path = HERE / "notes") -> str:
     docs = {p.stem: json.loads(p.read_text()) for p in sorted(results.glob("*.json"))}
     names = [n for n in ORDER if n in docs] + sorted(set(docs) - set(ORDER))
-    out = [HEADER]
+    out = [HEADER, *overview(names, docs)]
     for name in names:
         doc = docs[name]
         out += [f"## {doc['title']} (`{name}`)", ""]

@@ -157,3 +157,12 @@ def test_a_partial_run_keeps_the_other_tables(
     assert [(t["id"], t["rows"][0]["ours"]) for t in doc["tables"]] == [("a", [0.3]), ("b", [0.2])]
     assert doc["tables"][0]["run"]["command"].endswith("x.py --only a")
     assert doc["tables"][1]["run"]["command"].endswith("x.py")
+
+
+def test_the_overview_names_every_missed_goal(tmp_path: Path) -> None:
+    _rendered_row(
+        tmp_path, unit="s", ours=[0.5, 0.7], goal=_report.Goal("value", "<=", 0.25, stat="median")
+    )
+    text = render.render(tmp_path / "results", tmp_path / "notes")
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("| [Demo](#demo-demo)")]
+    assert line.endswith("| 1 | 0 | 1: the measure (t) |")
