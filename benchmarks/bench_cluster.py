@@ -11,9 +11,9 @@ each) and measures the time until a connected Client is in hand:
   do, to show how much of the difference is torch;
 - ``Client(address)`` attach to the LocalCluster, for the attach comparison.
 
-Prints markdown table rows (medians of ``--runs`` runs, ratio to the LocalCluster
-row of the same kind) for BENCHMARKS.md. Uses a temporary data folder, never the
-user's registry::
+Saves every timing to ``results/cluster.json`` (``_report.py``): each of our rows
+against the LocalCluster of the same kind, paired run by run. Uses a temporary data
+folder, never the user's registry::
 
     python benchmarks/bench_cluster.py [--runs 5] [--workers 2]
 """
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 import time
 
@@ -88,23 +87,42 @@ def main() -> None:
             client.close()
             lc.close()
 
-    med = {k: statistics.median(v) for k, v in times.items()}
+    from _report import Table, save
+
     cores = len(os.sched_getaffinity(0))
-    print(
-        f"\n{n} workers x 1 thread, {cores} cores, {args.runs} runs (attach: "
-        f"{args.runs * args.attaches} timings), medians\n"
+    table = Table(
+        "start",
+        "Starting and attaching to a private cluster",
+        f"Time until a connected Client is in hand: `ft.cluster()` (detached daemon, TLS, "
+        f"torch preloaded in every worker) against Dask's `LocalCluster` (in-process "
+        f"scheduler, TCP), a fresh cluster of {n} workers x 1 thread per run, {args.runs} "
+        f"runs ({args.runs * args.attaches} attach timings), {cores} cores.",
     )
-    print("| start or attach | median (s) | vs LocalCluster |")
-    print("| --- | --- | --- |")
-    rows = [
-        ("`ft.cluster()` cold start (detached, TLS, torch preloaded)", "cold", "lc"),
-        ("`LocalCluster` start (in-process scheduler, TCP)", "lc", "lc"),
-        ("`LocalCluster` start + torch preload", "lc-torch", "lc"),
-        ("`ft.cluster()` attach (registry + TLS connect)", "attach", "lc-attach"),
-        ("`Client(address)` attach to the LocalCluster", "lc-attach", "lc-attach"),
-    ]
-    for label, key, ref in rows:
-        print(f"| {label} | {med[key]:.3f} | {med[key] / med[ref]:.2f}x |")
+    table.row(
+        "`ft.cluster()` cold start",
+        "s",
+        times["cold"],
+        reference=times["lc"],
+        reference_name="`LocalCluster` start",
+        ratio="pairs",
+    )
+    table.row(
+        "`ft.cluster()` cold start",
+        "s",
+        times["cold"],
+        reference=times["lc-torch"],
+        reference_name="`LocalCluster` start + torch preload",
+        ratio="pairs",
+    )
+    table.row(
+        "`ft.cluster()` attach (registry + TLS connect)",
+        "s",
+        times["attach"],
+        reference=times["lc-attach"],
+        reference_name="`Client(address)` to the LocalCluster",
+        ratio="pairs",
+    )
+    save("cluster", "Private cluster", [table])
 
 
 if __name__ == "__main__":

@@ -7,9 +7,10 @@ LocalCluster of 2 worker processes (the same problem each time: ``regression_pro
 an MLP 256-512-1, global batch 256). In one arm the cell shows ``run.dashboard()``
 before training (its widget messages go out on the kernel's iopub channel, where the
 session reads them, as a front end would); in the other it does not. Arms alternate,
-``--pairs`` pairs. Reported: the median ratio of steady-state samples/s (with /
-without, from the run's history) and the kernel's CPU seconds per second of training
-in each arm, since on a shared 2-core machine the ratio can drown in noise.
+``--pairs`` pairs. Saved to ``results/dashboard.json`` (``_report.py``), each pair's
+figures: steady-state samples/s (from the run's history; the median of the paired
+ratios, with / without, against the goal) and the kernel's CPU seconds per second of
+training in each arm, since on a shared 2-core machine the ratio can drown in noise.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
+import sys
 import tempfile
 import textwrap
 import time
 from pathlib import Path
 
-from _common import row
+from _report import Goal, Table, save
 
 CELL = textwrap.dedent(
     """
@@ -82,40 +83,36 @@ def main() -> None:
                     out = kernel.execute(code, timeout=900).check()
                     line = next(t for t in out.stdout.splitlines() if t.startswith("RESULT "))
                     results[show].append(json.loads(line[7:]))
-                    print(f"  pair {i} dashboard={show}: {results[show][-1]}", flush=True)
+                    print(f"  pair {i} dashboard={show}: {results[show][-1]}", file=sys.stderr)
         finally:
             kernel.shutdown()
-    ratios = [w["rate"] / wo["rate"] for w, wo in zip(results[True], results[False], strict=True)]
-    med = statistics.median(ratios)
-    cpu_with = statistics.median(r["cpu_per_s"] for r in results[True])
-    cpu_without = statistics.median(r["cpu_per_s"] for r in results[False])
-    print(
-        f"\nDashboard cost: {args.pairs} interleaved pairs, {args.steps} steps each, measured from step {args.warmup}\n"
+    table = Table(
+        "cost",
+        "What an open dashboard costs training",
+        f"A real IPython kernel drives `ft.fit` on a LocalCluster of 2 worker processes "
+        f"(`regression_problem`: MLP 256-512-1, global batch 256, {args.steps} steps, "
+        f"measured from step {args.warmup}), with `run.dashboard()` displayed (its widget "
+        f"messages read off iopub as a front end would) or not; {args.pairs} pairs, the "
+        f"arms alternating and which goes first alternating too.",
     )
-    print(row("measure", "with dashboard", "without", "ratio (median)", "per pair", "goal", "met"))
-    print(row(*["---"] * 7))
-    print(
-        row(
-            "training samples/s",
-            f"{statistics.median(r['rate'] for r in results[True]):,.0f}",
-            f"{statistics.median(r['rate'] for r in results[False]):,.0f}",
-            f"{med:.3f}",
-            ", ".join(f"{r:.3f}" for r in ratios),
-            ">= 0.99",
-            "yes" if med >= 0.99 else "no",
-        )
+    table.row(
+        "training samples/s",
+        "samples/s",
+        [r["rate"] for r in results[True]],
+        reference=[r["rate"] for r in results[False]],
+        reference_name="no dashboard",
+        ratio="pairs",
+        goal=Goal("ratio", ">=", 0.99),
     )
-    print(
-        row(
-            "kernel CPU s per s of training",
-            f"{cpu_with:.3f}",
-            f"{cpu_without:.3f}",
-            "",
-            "",
-            "",
-            "",
-        )
+    table.row(
+        "kernel CPU s per s of training",
+        "CPU s/s",
+        [r["cpu_per_s"] for r in results[True]],
+        reference=[r["cpu_per_s"] for r in results[False]],
+        reference_name="no dashboard",
+        ratio="pairs",
     )
+    save("dashboard", "Dashboards", [table])
 
 
 if __name__ == "__main__":

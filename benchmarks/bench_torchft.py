@@ -22,8 +22,9 @@ Each of ``--kills`` runs SIGKILLs one replica (a random one, at a random step pa
 the first step committed by the two survivors; steps lost (the newest committed step
 before the kill minus the step the survivors went on from); and for the restarted
 one, from its arrival (torchft: its process ready to train; ft: its worker registered
-with the scheduler) to its first step trained with the others. Medians, min and max.
-Prints Markdown rows on stdout; details on stderr.
+with the scheduler) to its first step trained with the others. Every run's figures
+are saved to ``results/torchft.json`` (``_report.py``), ft.fit against torchft (ratios
+of the medians: the arms run one after the other, not in pairs); details on stderr.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import json
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,7 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import poll, row
+from _common import poll
+from _report import Goal, Table, save
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -166,10 +167,12 @@ def torchft_run(python: Path, args: argparse.Namespace, work: Path, index: int) 
         lighthouse.wait()
 
 
-def steady_rate(points: list[dict[str, Any]], skip: int) -> float:
+def steady_rate(points: list[dict[str, Any]], skip: int) -> float | None:
+    """Steps per second over the points from step ``skip``; None when fewer than two
+    were there to measure (the kill came first): not a rate of 0."""
     window = [p for p in points if p["step"] >= skip]
     if len(window) < 2:
-        return 0.0
+        return None
     return (window[-1]["step"] - window[0]["step"]) / (window[-1]["t"] - window[0]["t"])
 
 
@@ -264,66 +267,79 @@ def main() -> None:
     for index in range(args.kills):  # torchft first, then ft: no cluster idles beside it
         tf.append(torchft_run(python, args, work, index))
     ours = ft_runs(args, work)
-    for text in table(tf, ours, args):
-        print(text, flush=True)
+    save("torchft", "ft.fit against torchft", [table(tf, ours, args)])
     log(f"total {time.monotonic() - started:.0f} s")
 
 
-def table(
-    tf: list[dict[str, Any]], ours: list[dict[str, Any]], args: argparse.Namespace
-) -> list[str]:
-    def stats(rs: list[dict[str, Any]], key: str) -> tuple[float, float, float]:
-        values = [r[key] for r in rs]
-        return statistics.median(values), min(values), max(values)
+def table(tf: list[dict[str, Any]], ours: list[dict[str, Any]], args: argparse.Namespace) -> Table:
+    def of(rs: list[dict[str, Any]], key: str) -> list[float]:
+        return [r[key] for r in rs]
 
-    def cell(rs: list[dict[str, Any]], key: str, unit: str = " s") -> str:
-        med, lo, hi = stats(rs, key)
-        return f"{med:.3f}{unit} ({lo:.3f}-{hi:.3f})"
-
-    rto = stats(ours, "rto_s")[0] / stats(tf, "rto_s")[0]
-    rejoin_ft, rejoin_tf = stats(ours, "rejoin_s")[0], stats(tf, "rejoin_s")[0]
-    rate = stats(ours, "steps_per_s")[0] / stats(tf, "steps_per_s")[0]
-    lost = (max(r["steps_lost"] for r in ours), max(r["steps_lost"] for r in tf))
-    return [
-        f"\ntorchft 0.2.0 side by side: `benchmarks/bench_torchft.py --kills {args.kills} "
-        f"--steps {args.steps}`, 3 CPU processes with gloo, the drill MLP (32-128-128-4, "
-        f"AdamW, global batch 96), {args.kills} SIGKILLs each; medians (min-max)\n",
-        row("measure", "ft.fit", "torchft", "ratio ft/torchft", "goal", "met"),
-        row("---", "---", "---", "---", "---", "---"),
-        row(
-            "SIGKILL -> first step committed by the survivors",
-            cell(ours, "rto_s"),
-            cell(tf, "rto_s"),
-            f"{rto:.2f}",
-            "<= 0.5",
-            "yes" if rto <= 0.5 else "no",
-        ),
-        row("steps lost (max)", lost[0], lost[1], "", "0", "yes" if lost[0] == 0 else "no"),
-        row(
-            "restarted worker: arrival -> training again",
-            cell(ours, "rejoin_s"),
-            cell(tf, "rejoin_s"),
-            f"{rejoin_ft / rejoin_tf:.2f}",
-            "<= 2 s and <= torchft",
-            "yes" if rejoin_ft <= 2.0 and rejoin_ft <= rejoin_tf else "no",
-        ),
-        row(
-            "SIGKILL -> the restarted one training again",
-            cell(ours, "kill_to_training_s"),
-            cell(tf, "kill_to_training_s"),
-            "",
-            "(context)",
-            "",
-        ),
-        row(
+    t = Table(
+        "side-by-side",
+        "Recovery and rejoin next to torchft 0.2.0",
+        f"{TORCHFT.replace('==', ' ')} (its Lighthouse at the fastest documented settings) "
+        f"and `ft.fit` (a plain LocalCluster, its nanny restarting the killed worker) train "
+        f"the drill MLP (32-128-128-4, AdamW, global batch 96, {args.steps} steps) on 3 CPU "
+        f"processes with gloo; {args.kills} runs each, one SIGKILL of a random member per "
+        f"run at a random step from {args.kill_from}, the killed one started again at once"
+        + (f", {args.delay:g} s data fetch per step" if args.delay else "")
+        + "; all torchft runs first, then the ft.fit runs.",
+    )
+    tf_name = "torchft"
+    t.row(
+        "SIGKILL → first step committed by the survivors",
+        "s",
+        of(ours, "rto_s"),
+        reference=of(tf, "rto_s"),
+        reference_name=tf_name,
+        goal=Goal("ratio", "<=", 0.5),
+    )
+    t.row(
+        "steps lost",
+        "count",
+        of(ours, "steps_lost"),
+        goal=Goal("value", "==", 0, stat="all"),
+        detail=f"torchft: at most {max(of(tf, 'steps_lost')):g}",
+    )
+    t.row(
+        "restarted worker: arrival → training again",
+        "s",
+        of(ours, "rejoin_s"),
+        reference=of(tf, "rejoin_s"),
+        reference_name=tf_name,
+        goal=Goal("ratio", "<=", 1.0),
+    )
+    t.row(
+        "restarted worker: arrival → training again",
+        "s",
+        of(ours, "rejoin_s"),
+        goal=Goal("value", "<=", 2.0),
+    )
+    t.row(
+        "SIGKILL → the restarted one training again",
+        "s",
+        of(ours, "kill_to_training_s"),
+        reference=of(tf, "kill_to_training_s"),
+        reference_name=tf_name,
+    )
+    rates = {
+        name: [r for r in of(rs, "steps_per_s") if r] for name, rs in (("ft", ours), ("tf", tf))
+    }
+    if rates["ft"] and rates["tf"]:
+        unmeasured = 2 * args.kills - len(rates["ft"]) - len(rates["tf"])
+        t.row(
             "steady steps/s before the kill",
-            cell(ours, "steps_per_s", ""),
-            cell(tf, "steps_per_s", ""),
-            f"{rate:.2f}",
-            ">= 1.0",
-            "yes" if rate >= 1.0 else "no",
-        ),
-    ]
+            "steps/s",
+            rates["ft"],
+            reference=rates["tf"],
+            reference_name=tf_name,
+            goal=Goal("ratio", ">=", 1.0),
+            detail=f"{unmeasured} runs killed too early to measure" if unmeasured else "",
+        )
+    else:
+        log("steady steps/s: no run of one arm had two steps before its kill; row left out")
+    return t
 
 
 if __name__ == "__main__":
