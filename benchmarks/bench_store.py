@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/bench_store.py [--mb 500] [--reps 5]
 
-Rows (markdown, for BENCHMARKS.md); each number is the median of ``--reps`` runs,
-the two arms of a row alternating so that drift of the machine hits both:
+Saves ``results/store.json`` (``_report.py``): every repetition's sample of both arms
+of a row, the two arms alternating so that drift of the machine hits both:
 
 1. durable save throughput of a state against a plain sequential write of the same
    bytes with fsync (goal: at least 0.8 of it);
@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
-import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,6 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _report import Goal, Table, save
 
 from ft_notebook.store import CheckpointStore
 
@@ -90,15 +93,7 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def median(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
-def row(name: str, ours: str, anchor: str, ratio: float, goal: str, met: bool) -> str:
-    return f"| {name} | {ours} | {anchor} | {ratio:.3f} | {goal} | {'yes' if met else 'NO'} |"
-
-
-def bench_save(work: Path, state: dict[str, Any], reps: int) -> tuple[str, float]:
+def bench_save(work: Path, state: dict[str, Any], reps: int) -> Table:
     parts = state_bytes(state)
     nbytes = sum(p.nbytes for p in parts)
     plain, ours = [], []
@@ -111,22 +106,27 @@ def bench_save(work: Path, state: dict[str, Any], reps: int) -> tuple[str, float
         ours.append(timed(partial(store.save, "b", 1, state)))
         shutil.rmtree(root)
     mb = nbytes / 1e6
-    t_plain, t_ours = median(plain), median(ours)
-    ratio = t_plain / t_ours
-    return (
-        row(
-            f"durable save, {mb:.0f} MB (throughput)",
-            f"{mb / t_ours:.0f} MB/s ({t_ours:.2f} s)",
-            f"write+fsync {mb / t_plain:.0f} MB/s ({t_plain:.2f} s)",
-            ratio,
-            ">= 0.8",
-            ratio >= 0.8,
-        ),
-        ratio,
+    table = Table(
+        "save",
+        "Durable save",
+        f"`CheckpointStore.save` of a {mb:.0f} MB model-and-optimizer state (random, so "
+        "nothing deduplicates) into a fresh store, against one sequential write of the same "
+        f"bytes with one fsync; {reps} repetitions, the arms alternating, `os.sync()` "
+        "before each.",
     )
+    table.row(
+        f"durable save of {mb:.0f} MB (throughput)",
+        "MB/s",
+        [mb / t for t in ours],
+        reference=[mb / t for t in plain],
+        reference_name="write+fsync",
+        ratio="pairs",
+        goal=Goal("ratio", ">=", 0.8),
+    )
+    return table
 
 
-def bench_stall(work: Path, state: dict[str, Any], reps: int) -> list[str]:
+def bench_stall(work: Path, state: dict[str, Any], reps: int) -> Table:
     saves, stalls = [], []
     root = work / "store-async"
     store = CheckpointStore(root, keep=1, publish_events=False)
@@ -139,23 +139,46 @@ def bench_stall(work: Path, state: dict[str, Any], reps: int) -> list[str]:
     store.close()
     shutil.rmtree(root)
     (work / "sync.pt").unlink()
-    ratio = median(stalls) / median(saves)
-    return [
-        row(
-            "save_async stall vs torch.save (same state)",
-            f"{median(stalls) * 1e3:.0f} ms",
-            f"{median(saves) * 1e3:.0f} ms",
-            ratio,
-            "<= 0.1",
-            ratio <= 0.1,
-        ),
-        *bench_first_stall(work, state, reps, median(saves)),
-    ]
+    mb = sum(p.nbytes for p in state_bytes(state)) / 1e6
+    table = Table(
+        "stall",
+        "The stall of save_async",
+        f"How long `save_async` of a {mb:.0f} MB state holds the caller (the copy into "
+        "staging buffers), against a synchronous `torch.save` of the same state; "
+        f"{reps} repetitions alternating with it on one store; then the first save of a "
+        f"fresh store, {reps} times with and {reps} without `store.warm(state)` first, "
+        "alternating.",
+    )
+    table.row(
+        "save_async stall, same state",
+        "s",
+        stalls,
+        reference=saves,
+        reference_name="torch.save",
+        ratio="pairs",
+        goal=Goal("ratio", "<=", 0.1),
+    )
+    cold, warmed = bench_first_stall(work, state, reps)
+    table.row(
+        "save_async stall of the first save (buffers not yet allocated)",
+        "s",
+        cold,
+        reference=saves,
+        reference_name="torch.save",
+    )
+    table.row(
+        "the same after `store.warm(state)` (buffers made in the background)",
+        "s",
+        warmed,
+        reference=saves,
+        reference_name="torch.save",
+    )
+    return table
 
 
 def bench_first_stall(
-    work: Path, state: dict[str, Any], reps: int, torch_save_s: float
-) -> list[str]:
+    work: Path, state: dict[str, Any], reps: int
+) -> tuple[list[float], list[float]]:
     """The first save_async of a fresh store, with and without ``warm(state)`` first
     (the buffers made and faulted in on a background thread), alternating."""
     cold, warmed = [], []
@@ -170,27 +193,10 @@ def bench_first_stall(
             handle.result(timeout=600)
             store.close()
             shutil.rmtree(root)
-    return [
-        row(
-            "save_async stall of the first save (buffers not yet allocated)",
-            f"{median(cold) * 1e3:.0f} ms",
-            f"{torch_save_s * 1e3:.0f} ms",
-            median(cold) / torch_save_s,
-            "(context)",
-            True,
-        ),
-        row(
-            "the same after `store.warm(state)` (buffers made in the background)",
-            f"{median(warmed) * 1e3:.0f} ms",
-            f"{torch_save_s * 1e3:.0f} ms",
-            median(warmed) / torch_save_s,
-            "(context)",
-            True,
-        ),
-    ]
+    return cold, warmed
 
 
-def bench_loop(work: Path, reps: int, steps: int = 200, every: int = 50) -> list[str]:
+def bench_loop(work: Path, reps: int, steps: int = 200, every: int = 50) -> Table:
     """A small training loop: the same loop without saves and with save_async every
     ``every`` steps, alternating, each from the same initial model."""
     store = CheckpointStore(work / "store-loop", keep=2, publish_events=False)
@@ -231,30 +237,34 @@ def bench_loop(work: Path, reps: int, steps: int = 200, every: int = 50) -> list
         t, s, state_mb = loop(True)
         saving.append(t)
         stalls += s
-    step_s = median(saving) / steps
-    fraction = median(stalls) / (every * step_s)
     store.close()
-    return [
-        row(
-            f"save_async stall / time of {every} steps ({state_mb:.0f} MB state)",
-            f"{median(stalls) * 1e3:.2f} ms per save",
-            f"{every} steps: {every * step_s * 1e3:.0f} ms",
-            fraction,
-            "< 0.01",
-            fraction < 0.01,
-        ),
-        row(
-            f"training loop, {steps} steps: save_async every {every} vs no saves",
-            f"{median(saving):.2f} s",
-            f"{median(plain):.2f} s",
-            median(saving) / median(plain),
-            "(context)",
-            True,
-        ),
-    ]
+    table = Table(
+        "loop",
+        "save_async in a training loop",
+        f"A small MLP (Adam, {state_mb:.0f} MB state with the moments) trained for "
+        f"{steps} steps on the CPU, once without saves and once with `save_async` every "
+        f"{every} steps, alternating, {reps} rounds after a warm-up run.",
+    )
+    table.row(
+        f"save_async stall, one save every {every} steps",
+        "s",
+        stalls,
+        reference=[t / steps * every for t in saving],
+        reference_name=f"time of {every} steps",
+        goal=Goal("ratio", "<", 0.01),
+    )
+    table.row(
+        f"training loop, {steps} steps, save_async every {every}",
+        "s",
+        saving,
+        reference=plain,
+        reference_name="no saves",
+        ratio="pairs",
+    )
+    return table
 
 
-def bench_load(work: Path, state: dict[str, Any], reps: int) -> str:
+def bench_load(work: Path, state: dict[str, Any], reps: int) -> Table:
     store = CheckpointStore(work / "store-load", publish_events=False)
     store.save("bench", 1, state)
     torch.save(state, work / "load.pt")
@@ -262,15 +272,24 @@ def bench_load(work: Path, state: dict[str, Any], reps: int) -> str:
     for _ in range(reps):
         anchor.append(timed(lambda: torch.load(work / "load.pt", weights_only=True)))
         ours.append(timed(lambda: store.load("bench")))
-    ratio = median(ours) / median(anchor)
-    return row(
-        "load with verification vs torch.load(weights_only=True)",
-        f"{median(ours):.2f} s",
-        f"{median(anchor):.2f} s",
-        ratio,
-        "<= 1.3",
-        ratio <= 1.3,
+    mb = sum(p.nbytes for p in state_bytes(state)) / 1e6
+    table = Table(
+        "load",
+        "Load",
+        f"`CheckpointStore.load` of a {mb:.0f} MB state, every chunk verified, against "
+        f"`torch.load(weights_only=True)` of the same state; both files in the page "
+        f"cache, {reps} repetitions, alternating.",
     )
+    table.row(
+        "load with verification",
+        "s",
+        ours,
+        reference=anchor,
+        reference_name="torch.load(weights_only=True)",
+        ratio="pairs",
+        goal=Goal("ratio", "<=", 1.3),
+    )
+    return table
 
 
 def main() -> None:
@@ -284,21 +303,20 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-store-", dir=args.dir))
     try:
         state = make_state(args.mb)
-        print(
-            f"<!-- {platform.node()}: {os.cpu_count()} cores, torch {torch.__version__}, "
-            f"{work} on {shutil.disk_usage(work).total / 1e9:.0f} GB disk, "
-            f"median of {args.reps} -->"
-        )
-        print("| benchmark | ft_notebook | anchor | ratio | goal | met |")
-        print("| --- | --- | --- | --- | --- | --- |")
-        print(bench_save(work, state, args.reps)[0], flush=True)
-        for line in bench_stall(work, state, args.reps):
-            print(line, flush=True)
-        for line in bench_loop(work, args.reps):
-            print(line, flush=True)
-        print(bench_load(work, state, args.reps), flush=True)
+        disk = shutil.disk_usage(work).total / 1e9
+        print(f"{work} on {disk:.0f} GB disk, {args.reps} repetitions", file=sys.stderr)
+        tables = []
+        for name, bench in (
+            ("save", lambda: bench_save(work, state, args.reps)),
+            ("stall", lambda: bench_stall(work, state, args.reps)),
+            ("loop", lambda: bench_loop(work, args.reps)),
+            ("load", lambda: bench_load(work, state, args.reps)),
+        ):
+            print(f"{name} ...", file=sys.stderr, flush=True)
+            tables.append(bench())
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    save("store", "Checkpoint store", tables)
 
 
 if __name__ == "__main__":
