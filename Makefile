@@ -50,7 +50,7 @@ $(MANAGERS)/.installed: $(VENV)/.installed
 	  'nvidia-ml-py==13.615.71' 'cuda-core==1.2.2' 'cuda-bindings==13.5.0' 'cuda-pathfinder==1.9.1'
 	touch $@
 
-install: $(VENV)/.installed $(MANAGERS)/.installed
+install: $(VENV)/.installed
 
 # Build the front end from source every time, and point JupyterLab at this build
 # (a symlink), so the browser tests never see a stale copy.
@@ -68,7 +68,7 @@ chromium:
 	    (apt-get update >/dev/null 2>&1 && apt-get install -y chromium >/dev/null 2>&1); \
 	  else echo "Chromium is missing: the browser tests will be skipped (apt-get install chromium)"; fi
 
-test: labextension chromium
+test: labextension chromium $(MANAGERS)/.installed
 	cd labextension && jlpm lint && jlpm test
 	$(PY) -m pytest
 

@@ -4,7 +4,7 @@ beside our Dask, and the SLURM example's constructor, as written, builds a job s
 that starts its worker under a nanny (what ft_notebook needs to get a killed worker
 back). Its scheduler is local; nothing is submitted.
 
-The managers live in their own venv (``make install`` makes ``.venv/managers``, which
+The managers live in their own venv (``make test`` makes ``.venv/managers``, which
 sees this venv's packages); each check runs there with ``DASK_CONFIG`` pointed at a
 temporary folder, because dask-jobqueue and dask-kubernetes write their YAML into the
 Dask config folder when imported.
@@ -41,7 +41,7 @@ def readme_examples() -> dict[str, tuple[str, str]]:
 
 def in_managers_venv(code: str, tmp_path: Path) -> str:
     if not MANAGERS.exists():
-        pytest.fail(f"{MANAGERS} is missing: `make install` makes it")
+        pytest.fail(f"{MANAGERS} is missing: `make test` makes it")
     config = tmp_path / "dask-config"
     config.mkdir()
     # the SLURM example's scheduler listens on this machine only, not on every interface
