@@ -24,16 +24,13 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol.serialize import to_serialize
 
+from ft_notebook._random import DRAWS
+
 PLUGIN_NAME = "ft-notebook-replicas"
 
 #: Replicas of this worker process, by key ("service/index").
 _REPLICAS: dict[str, Replica] = {}
 _LOCK = threading.Lock()
-#: One model built at a time per worker: a factory that seeds torch's global generator
-#: (torch.manual_seed(0); nn.Linear(...)) would otherwise draw its weights interleaved
-#: with another replica's built at the same moment (two services' replicas, after a
-#: restart), and serve other weights than the notebook's, silently.
-_BUILDING = threading.Lock()
 
 
 class Replica:
@@ -55,7 +52,11 @@ class Replica:
         try:
             import cloudpickle
 
-            with _BUILDING:
+            # one factory at a time per worker, beside training ranks too: one that seeds
+            # torch's global generator (torch.manual_seed(0); nn.Linear(...)) would
+            # otherwise draw its weights interleaved with another's, and serve other
+            # weights than the notebook's, silently (see ft_notebook._random)
+            with DRAWS:
                 model = cloudpickle.loads(self._factory)()
                 self.model, self.device = _placed(model)
             if self._example is not None:  # the health check: one real call

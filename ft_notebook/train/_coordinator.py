@@ -163,6 +163,12 @@ class RunCoordinator(RunReports, RunWatch, SchedulerPlugin):
             if record.actors.get(name) == address:
                 record.actors.pop(name, None)
             logger.warning("could not start a rank of %s on %s: %s", record.name, name, e)
+            return
+        if record.finished and record.plan is not None:
+            # the run ended while this rank started: its stop plan may have reached the
+            # worker before the actor existed ("no-actor"), and an actor never stopped
+            # keeps its model and data, and draws beside the next run's ranks
+            await self._deliver(record, name, address, record.plan)
 
     def _new_plan(
         self, record: Record, members: list[str], how: str, lost: str | None = None, stop: str = ""

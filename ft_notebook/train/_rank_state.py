@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ft_notebook.train._earlier import check_order
 from ft_notebook.train._groups import PeerFailed
-from ft_notebook.train._verify import StateCheck, Verdict
+from ft_notebook.train._verify import StateCheck, Verdict, initial_source
 
 if TYPE_CHECKING:
     from ft_notebook.train._groups import Generation, Waker
@@ -93,14 +93,43 @@ class RankState:
             newest, oldest = int(steps[0]), -int(steps[1])
         if newest == oldest and newest >= 0:
             return
-        src = torch.tensor(
-            [self.gen.rank if self.step == newest else self.gen.world], device=device
-        )
-        self._allreduce(src, "MIN", "choosing the state's sender")
-        sender = int(src[0])
+        if newest < 0:  # nobody has trained yet: the state most ranks built
+            sender = self._initial_sender()
+        else:
+            src = torch.tensor(
+                [self.gen.rank if self.step == newest else self.gen.world], device=device
+            )
+            self._allreduce(src, "MIN", "choosing the state's sender")
+            sender = int(src[0])
         self._send_state(sender)
         self.step = max(newest, 0)
         self.log(f"state of step {self.step} from rank {sender}")
+
+    def _initial_sender(self) -> int:
+        """The rank whose factory-built state the run starts from (see
+        :func:`~ft_notebook.train._verify.initial_source`); ranks that built another
+        are reported, as a repaired state."""
+        assert self.gen is not None
+        gen = self.gen
+        if gen.world == 1:
+            return 0
+        sender, others = initial_source(gen.rank, gen.world, self.trainer, self._allreduce)
+        if others and gen.rank == sender:
+            names = [gen.members[r] for r in others]
+            self.log(
+                f"{names} built another initial state from the factories than "
+                f"{gen.world - len(others)} of {gen.world} ranks did (a factory that is not "
+                f"deterministic given the seed, or another thread of the worker drawing "
+                f"from torch's generator meanwhile): every rank starts from this one's"
+            )
+            self.report(
+                "state-repaired",
+                workers=names,
+                source=self.worker_name,
+                at_step=0,
+                when="building the initial state",
+            )
+        return sender
 
     def _send_state(self, sender: int) -> None:
         """Every member takes rank ``sender``'s state (``torch.save`` bytes)."""

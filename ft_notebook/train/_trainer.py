@@ -34,26 +34,28 @@ from typing import Any
 
 import numpy as np
 
+from ft_notebook._random import Stream
 from ft_notebook.train._sharding import DataCursor, epoch_order, split, split_chunks
 from ft_notebook.train._spec import FitSpec, steps_per_epoch
 
 
 class Trainer:
     def __init__(self, spec: FitSpec, device: Any) -> None:
-        import torch
-
         self.spec, self.device = spec, device
-        torch.manual_seed(spec.seed)  # the same initial weights on every rank
-        data = spec.data
-        if callable(data) and not hasattr(data, "__getitem__"):
-            data = data()
+        #: This rank's draws from torch's generator, which the worker's threads share
+        self.random = Stream(device)
+        with self.random.draws(spec.seed):  # the same initial weights on every rank
+            data = spec.data
+            if callable(data) and not hasattr(data, "__getitem__"):
+                data = data()
+            model = spec.model()
         self.dataset = data
         self.size = len(data)
         if self.size < 1:
             from ft_notebook.exceptions import TrainingError
 
             raise TrainingError("The dataset is empty.")
-        self.model = spec.model().to(device)
+        self.model = model.to(device)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = spec.optimizer(self.params)
         self.scheduler = spec.lr_scheduler(self.optimizer) if spec.lr_scheduler else None
@@ -186,15 +188,18 @@ class Trainer:
         # without float64 sums, seeded (0.06 ms) only when the rank or the step
         # sequence changes, which keeps ranks apart
         reseed = self.spec.deterministic or self.spec.float64_sums
+        seed = None  # go on with this rank's own stream
         if reseed or (key, step) != self._unseeded_next:
-            torch.manual_seed((self.spec.seed * 1_000_003 + step) * 4099 + key)
+            seed = (self.spec.seed * 1_000_003 + step) * 4099 + key
         self._unseeded_next = (key, step + 1)
         into_views = out is self._flat
         if not into_views:
             for p in self.params:
                 p.grad = None
         amp = self.spec.amp and self.device.type == "cuda"
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=amp):
+        # the forward pass draws (dropout, augmentations); the backward replays its masks
+        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=amp)
+        with self.random.draws(seed), autocast:
             loss = self.loss_of(self.batch(indices))
         (loss * weight).backward()
         offset = 0

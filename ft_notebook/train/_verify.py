@@ -15,6 +15,13 @@ change of group, and before a run may end COMPLETED, the members check that
   durable checkpoint whose hashes the store verified, or an exact copy (by the full
   fingerprint) of a state its sender vouched for, or the run's first state.
 
+Before the first step there is nothing to vouch for but the factories, which every
+rank ran with the run's seed: the ranks compare what they built (:func:`initial_source`)
+and all take the state most of them built, so that one rank whose factory drew other
+numbers (another thread of its worker drew from torch's generator meanwhile, or the
+factory reads something else) cannot hand its weights to the whole run; a rank that
+built another state is reported.
+
 When they differ, every member takes the state of the lowest rank that vouches,
 which is reported (a ``state-repaired`` event); when nobody vouches, or the states
 still differ after that, the run fails with :class:`StateUnverified` and the numbers.
@@ -90,6 +97,31 @@ def sampled_fingerprint(trainer: Any) -> Any:
     flat = torch.cat([p.to(picks[0].device) for p in picks]).to(torch.float64)
     where = torch.arange(1, len(flat) + 1, dtype=torch.float64, device=flat.device)
     return torch.nan_to_num(torch.stack([flat.sum(), (flat * where).sum()]), nan=_NAN)
+
+
+def initial_source(
+    rank: int, world: int, trainer: Any, allreduce: Callable[[Any, str, str], None]
+) -> tuple[int, tuple[int, ...]]:
+    """Which rank's factory-built state the run starts from, and the ranks that built
+    another: the largest set of ranks whose full fingerprints are equal (ties: the one
+    with the lowest rank) gives its lowest rank. Every rank decides the same, from the
+    same all-gathered table."""
+    import torch
+
+    full = fingerprint(trainer)
+    table = torch.zeros(world, len(full), dtype=torch.float64, device=full.device)
+    table[rank] = full  # added to zeros only: the gather is exact
+    allreduce(table, "SUM", "comparing the initial states the ranks built")
+    rows = table.cpu()
+    groups: list[list[int]] = []
+    for r in range(world):
+        same = next((g for g in groups if torch.equal(rows[g[0]], rows[r])), None)
+        if same is None:
+            groups.append([r])
+        else:
+            same.append(r)
+    chosen = max(groups, key=len)  # the first of the largest: it holds the lowest rank
+    return chosen[0], tuple(r for r in range(world) if r not in chosen)
 
 
 class StateCheck:

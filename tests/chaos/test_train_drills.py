@@ -6,6 +6,8 @@ more seeds; these are a few, chosen to cover every kind of fault and both modes.
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from ft_notebook.cluster.chaos import kill_worker
 from ft_notebook.testing import poll_for, training_cluster
 from ft_notebook.testing.training_chaos import (
     TOLERANCE,
+    DrillModel,
     FaultKind,
     distance,
     draw_faults,
@@ -134,3 +137,86 @@ def test_the_two_kills_that_showed_the_divergence_end_on_the_reference(
     assert info["joins"] == [], "a worker rejoined: the drill no longer runs 1 worker at 75"
     gap = distance(final_weights(run), final_weights(reference))
     assert gap <= TOLERANCE, f"{gap:.3g} away from the undisturbed run"
+
+
+def _model_drawing_more_on_worker_0(samples: int) -> DrillModel:
+    """The drill model, built after one more draw from torch's generator on worker 0:
+    what another thread of that worker drawing meanwhile did to its initial weights
+    (issue 17, seeds 57 and 97 of 200: a late joiner of the run before built its model
+    on the same worker while this run's rank 0 built its own)."""
+    from distributed import Worker
+
+    if any(str(w.name) == "0" for w in list(Worker._instances)):
+        torch.rand(7)
+    return DrillModel(samples)
+
+
+def test_a_rank_that_built_other_initial_weights_cannot_hand_them_to_the_run(
+    trio: Client, references: dict[bool, list[torch.Tensor]], tmp_path: Path
+) -> None:
+    """Rank 0's state used to be everyone's first state, unchecked: its other weights
+    trained, verified and COMPLETED 1.77 away from the undisturbed run. The ranks
+    compare what their factories built and take what most of them built."""
+    all_three(trio)
+    problem = drill_problem()
+    problem["model"] = functools.partial(_model_drawing_more_on_worker_0, len(problem["data"]))
+    run = fit(
+        epochs=2,
+        cluster=trio,
+        name="other-initial-weights",
+        store=str(tmp_path),
+        checkpoint_every=16,
+        deterministic=True,
+        wait=True,
+        timeout=300,
+        **problem,
+    )
+    weights = final_weights(run)
+    assert all(torch.equal(a, b) for a, b in zip(weights, references[True], strict=True)), (
+        f"{distance(weights, references[True]):.3g} away from the undisturbed run"
+    )
+    repairs = [n for n in run.info()["notes"] if n.get("kind") == "state-repaired"]
+    assert [(list(n["workers"]), n["when"]) for n in repairs] == [
+        (["0"], "building the initial state")
+    ]
+
+
+class _SlowToBuild(DrillModel):
+    """The drill model, with a pause between its layers' draws: two ranks of one
+    worker building it at once draw interleaved, unless they take turns."""
+
+    def __init__(self, samples: int) -> None:
+        torch.nn.Module.__init__(self)
+        self.counts = torch.nn.Parameter(torch.zeros(samples))
+        first = torch.nn.Linear(32, 128)
+        time.sleep(0.2)
+        self.mlp = torch.nn.Sequential(
+            first,
+            torch.nn.ReLU(),
+            torch.nn.Linear(128, 128),
+            torch.nn.ReLU(),
+            torch.nn.Linear(128, 4),
+        )
+
+
+def test_two_runs_started_at_once_each_end_where_it_would_alone(
+    trio: Client, tmp_path: Path
+) -> None:
+    """Two runs on one cluster build their models on the same workers at the same
+    moment: each must still start from, and end on, the weights it gets alone."""
+    all_three(trio)
+    problem = drill_problem(samples=1536, delay_s=0.0)
+    problem["model"] = functools.partial(_SlowToBuild, 1536)
+    common = dict(epochs=2, cluster=trio, checkpoint_every=8, deterministic=True, **problem)
+    alone = final_weights(
+        fit(name="alone", store=str(tmp_path / "alone"), wait=True, timeout=300, **common)
+    )
+    pair = [
+        fit(name=f"beside-{i}", store=str(tmp_path / str(i)), wait=False, **common) for i in (0, 1)
+    ]
+    for run in pair:
+        run.wait(timeout=300)
+        weights = final_weights(run)
+        assert all(torch.equal(a, b) for a, b in zip(weights, alone, strict=True)), (
+            f"{run.name}: {distance(weights, alone):.3g} away from the run alone"
+        )

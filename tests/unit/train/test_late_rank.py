@@ -1,0 +1,48 @@
+"""A rank started for a worker that joined just before its run ended must be stopped
+when its start completes: the stop plan sent at the end can reach the worker before
+the actor exists, and an actor never stopped keeps its model and data for the life of
+the worker, building and drawing beside the next run's ranks (issue 17)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ft_notebook.cluster._control import ControlPlane
+from ft_notebook.events import RunState
+from ft_notebook.train import _rank
+from ft_notebook.train._coordinator import RunCoordinator
+from ft_notebook.train._protocol import Plan
+from ft_notebook.train._record import Options, Record
+
+
+def test_a_rank_that_starts_after_its_run_ended_is_sent_the_stop_plan() -> None:
+    coordinator, record = RunCoordinator(), Record("r", b"spec", Options())
+    coordinator.control = ControlPlane()  # not started: holds and status rows only
+    coordinator.runs["r"] = record
+    calls: list[tuple[str, Any]] = []
+    started = asyncio.Event()
+
+    async def call(address: str, fn: Any, *args: Any) -> Any:
+        if fn is _rank.start_rank:
+            await started.wait()  # the worker is slow to start the actor
+            calls.append(("start", args[2]))
+            return "started"
+        calls.append(("deliver", Plan.from_wire(args[1])))
+        return "delivered"
+
+    coordinator._call = call  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        coordinator._set_state(record, RunState.RUNNING, "1 worker")
+        coordinator._new_plan(record, [], how="form")
+        late = asyncio.ensure_future(coordinator._start_actor(record, "2", "tcp://w2", False))
+        await asyncio.sleep(0)
+        coordinator._finish(record, RunState.COMPLETED, "256 steps")
+        started.set()
+        await late
+
+    asyncio.run(scenario())
+    after_start = calls[calls.index(("start", "2")) + 1 :]
+    stops = [plan.stop for kind, plan in after_start if kind == "deliver"]
+    assert stops == ["completed"], calls
