@@ -248,11 +248,22 @@ class HealthChanged(EventPayload):
 @event_kind("recovery-completed")
 @dataclass(frozen=True)
 class RecoveryCompleted(EventPayload):
+    """A run trained again after losing workers: every field of a
+    :class:`ft_notebook.runfold.Recovery`, which folds it."""
+
     cause: str
     rto_s: float
     steps_lost: int
     workers_before: int
     workers_after: int
+    # Journals written before these were carried lack them; the fold takes the
+    # envelope's time and step instead, and reads the rest as unknown.
+    detected_at: float | None = None
+    resumed_at: float | None = None
+    how: str = ""
+    generation: int | None = None
+    step: int | None = None
+    verified: bool = False
 
 
 @event_kind("checkpoint-committed")

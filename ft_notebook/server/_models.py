@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ft_notebook.events import Health, RunState
+from ft_notebook.runfold import Recovery
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,32 @@ class RecoveryModel:
     steps_lost: int
     workers_before: int
     workers_after: int
+    #: Wall-clock time the loss was detected.
+    detected_at: float = 0.0
+    #: survive (the survivors' ready groups) | form (a rendezvous); "" if not recorded.
+    how: str = ""
+    #: The generation that trained again (0: not recorded) and its first step.
+    generation: int = 0
+    step: int = 0
+    #: The members checked that they went on from one state a member vouched for.
+    verified: bool = False
+
+    @classmethod
+    def of(cls, recovery: Recovery) -> RecoveryModel:
+        r = recovery
+        return cls(
+            time=r.resumed_at,
+            cause=r.cause,
+            rto_s=r.rto_s,
+            steps_lost=r.steps_lost,
+            workers_before=r.workers_before,
+            workers_after=r.workers_after,
+            detected_at=r.detected_at,
+            how=r.how,
+            generation=r.generation,
+            step=r.step,
+            verified=r.verified,
+        )
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """Runs as the panel shows them, folded from their journals and kept up to date.
 
+The fold is :class:`~ft_notebook.runfold.RunView`'s, the one dashboards read too;
+this module only reads journals into it and shows it as the API's models.
+
 Every poll of the panel asks for all runs. Re-reading whole journals each time would
 cost seconds once a run has trained for hours (a progress event a second), so each
 journal is folded once and then only its new lines are read, from the byte offset
@@ -11,20 +14,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ft_notebook._journal import Journal
-from ft_notebook.events import (
-    TOPIC_PREFIX,
-    CheckpointCommitted,
-    Event,
-    HealthChanged,
-    RecoveryCompleted,
-    RunProgress,
-    RunStateChanged,
-    run_topic,
-)
+from ft_notebook.events import TOPIC_PREFIX, Event, run_topic
 from ft_notebook.exceptions import EventError, UnsafeName
+from ft_notebook.runfold import RunView
 from ft_notebook.server._models import MAX_RECOVERIES, RecoveryModel, RunModel
 
 RUN_PREFIX = f"{TOPIC_PREFIX}.run."
@@ -32,50 +26,33 @@ RUN_PREFIX = f"{TOPIC_PREFIX}.run."
 
 @dataclass
 class RunFold:
-    """A run's newest state, health, progress, checkpoint and recoveries, folded
-    from its events in order."""
+    """A run's journal folded into a :class:`~ft_notebook.runfold.RunView` (the
+    fold dashboards and the coordinator read too), shown as a :class:`RunModel`."""
 
     name: str
     topic: str
-    fields: dict[str, Any] = field(
-        default_factory=lambda: {"state": None, "health": None, "last_seq": 0, "updated": 0.0}
-    )
-    recoveries: list[RecoveryModel] = field(default_factory=list)
+    view: RunView = field(default_factory=RunView)
 
     def add(self, event: Event) -> None:
-        self.fields.update(last_seq=event.seq, updated=event.time)
-        try:
-            payload = event.payload()
-        except (TypeError, ValueError):  # written by another version: skip, not fail
-            return
-        if isinstance(payload, RunStateChanged):
-            self.fields["state"] = payload.state
-        elif isinstance(payload, HealthChanged):
-            self.fields["health"] = payload.health
-        elif isinstance(payload, RunProgress):
-            self.fields.update(
-                step=payload.step,
-                total_steps=payload.total_steps,
-                world_size=payload.world_size,
-                loss=payload.loss,
-            )
-        elif isinstance(payload, CheckpointCommitted):
-            self.fields.update(checkpoint_step=payload.checkpoint_step, checkpoint_time=event.time)
-        elif isinstance(payload, RecoveryCompleted):
-            self.recoveries.append(
-                RecoveryModel(
-                    time=event.time,
-                    cause=payload.cause,
-                    rto_s=payload.rto_s,
-                    steps_lost=payload.steps_lost,
-                    workers_before=payload.workers_before,
-                    workers_after=payload.workers_after,
-                )
-            )
-            del self.recoveries[:-MAX_RECOVERIES]
+        self.view = self.view.apply(event)
 
     def model(self) -> RunModel:
-        return RunModel(self.name, self.topic, recoveries=tuple(self.recoveries), **self.fields)
+        v = self.view
+        return RunModel(
+            self.name,
+            self.topic,
+            state=v.state,
+            health=v.health,
+            last_seq=v.last_seq,
+            updated=v.updated,
+            step=v.step,
+            total_steps=v.total_steps,
+            world_size=v.world_size,
+            loss=v.loss,
+            checkpoint_step=v.checkpoint_step,
+            checkpoint_time=v.checkpoint_time,
+            recoveries=tuple(RecoveryModel.of(r) for r in v.recoveries[-MAX_RECOVERIES:]),
+        )
 
 
 class RunJournals:

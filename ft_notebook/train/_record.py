@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ft_notebook.events import Health, RunState
+from ft_notebook.runfold import Recovery
 from ft_notebook.train._protocol import Plan
 
 
@@ -49,7 +50,7 @@ class Record:
     loss: float | str | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
     history_every: int = 1
-    recoveries: list[dict[str, Any]] = field(default_factory=list)
+    recoveries: list[Recovery] = field(default_factory=list)
     pending: dict[str, Any] | None = None
     errors: dict[str, dict[str, str]] = field(default_factory=dict)
     notes: list[dict[str, Any]] = field(default_factory=list)  # nonfinite, rollback, checkpoints
@@ -95,7 +96,7 @@ class Record:
             "members": list(plan.members) if plan is not None else [],
             "generation": plan.gen if plan is not None else 0,
             "history": list(self.history),
-            "recoveries": list(self.recoveries),
+            "recoveries": [r.as_dict() for r in self.recoveries],
             "errors": dict(self.errors),
             "notes": list(self.notes[-200:]),
             "checkpoint": self.checkpoint,

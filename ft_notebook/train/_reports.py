@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from ft_notebook.events import (
     CheckpointFailed,
-    RecoveryCompleted,
     RolledBack,
     RunState,
     StateRepaired,
     StepSkipped,
 )
+from ft_notebook.runfold import Recovery
 from ft_notebook.train._protocol import REPORT_TOPIC, Plan, Report
 from ft_notebook.train._record import Record
 
@@ -219,33 +219,24 @@ class RunReports:
             return
         record.pending = None
         lost = max(0, int(pending["highest_step"]) - int(r.data.get("synced_step", r.step)))
-        recovery = {
-            "cause": pending["cause"],
-            "detected_at": pending["detected_at"],
-            "resumed_at": r.time,
-            "rto_s": round(r.time - pending["detected_at"], 4),
-            "steps_lost": lost,
-            "workers_before": pending["workers_before"],
-            "workers_after": len(plan.members),
-            "how": plan.how,
-            "generation": plan.gen,
-            "step": r.step,
+        recovery = Recovery(
+            cause=pending["cause"],
+            detected_at=pending["detected_at"],
+            resumed_at=r.time,
+            rto_s=round(r.time - pending["detected_at"], 4),
+            steps_lost=lost,
+            workers_before=pending["workers_before"],
+            workers_after=len(plan.members),
+            how=plan.how,
+            generation=plan.gen,
+            step=r.step,
             # the members checked that they went on from one state a member vouched for
-            "verified": plan.gen in record.verified,
-        }
+            verified=plan.gen in record.verified,
+        )
         record.recoveries.append(recovery)
         record.step = max(record.step, r.step)
         record.last_advance = time.time()
-        self._publish(
-            record,
-            RecoveryCompleted(
-                cause=recovery["cause"],
-                rto_s=recovery["rto_s"],
-                steps_lost=lost,
-                workers_before=recovery["workers_before"],
-                workers_after=recovery["workers_after"],
-            ),
-        )
+        self._publish(record, recovery.as_payload())  # the whole recovery: folds agree
         self._set_state(record, RunState.RUNNING, f"recovered with {len(plan.members)} workers")
         self._update_health(record)
 

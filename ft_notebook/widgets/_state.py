@@ -3,29 +3,39 @@ and the same state renders as widgets, as HTML and as text.
 
 A dashboard is a pure function of the events it has seen: replaying a run's
 journal in a new kernel gives the same state as following it live in the old one.
+The run's state, health, progress, checkpoint and recoveries are a
+:class:`~ft_notebook.runfold.RunView` (the fold the coordinator and the JupyterLab
+panel read too); what only a dashboard shows is folded here: worker tiles, the loss
+series, chart markers, the checkpoint steps and the newest snapshot.
 """
 
 from __future__ import annotations
 
 import html
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ft_notebook.events import Event
+from ft_notebook.events import (
+    CheckpointCommitted,
+    Event,
+    RecoveryCompleted,
+    RolledBack,
+    RunProgress,
+    SnapshotCommitted,
+    StateRepaired,
+    StepSkipped,
+    WorkerHung,
+    WorkerJoined,
+    WorkerLost,
+)
+from ft_notebook.runfold import RUN_KINDS, RunView
 
 #: Tile states, as the tiles show them.
 TILE_STATES = ("TRAINING", "JOINING", "RUNNING", "HUNG", "LOST", "DONE")
 #: Badge values: the run's health, or its recovery state when it is not training.
 BADGES = ("HEALTHY", "DEGRADED", "RECOVERING", "STALLED", "FALLBACK")
-_MARKER_KINDS = {
-    "worker-lost",
-    "worker-hung",
-    "recovery-completed",
-    "step-skipped",
-    "rolled-back",
-    "state-repaired",
-}
 
 
 @dataclass
@@ -43,60 +53,89 @@ class DashboardState:
     """Everything a dashboard shows. ``apply`` each event once, in order."""
 
     run: str | None = None
-    state: str = "PENDING"
-    health: str = "HEALTHY"
-    reason: str = ""
-    step: int = 0
-    total_steps: int = 0
-    epoch: int = 0
-    world_size: int = 0
-    eta_s: float | None = None
-    samples_per_s: float | None = None
     tiles: dict[str, Tile] = field(default_factory=dict)
     loss: list[tuple[int, float]] = field(default_factory=list)
     markers: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: list[int] = field(default_factory=list)
-    lagging: bool = False
-    recoveries: list[dict[str, Any]] = field(default_factory=list)
     snapshot: dict[str, Any] | None = None
     version: int = 0  # bumped by every event that changed something
-    seen: dict[str, int] = field(default_factory=dict)  # topic -> newest seq applied
+    view: RunView = field(default_factory=RunView)
+
+    # ---- the run, as the shared fold has it (defaults for a run not heard of yet)
+
+    @property
+    def state(self) -> str:
+        return self.view.state.value if self.view.state is not None else "PENDING"
+
+    @property
+    def health(self) -> str:
+        return self.view.health.value if self.view.health is not None else "HEALTHY"
+
+    @property
+    def reason(self) -> str:
+        return self.view.reason
+
+    @property
+    def step(self) -> int:
+        return self.view.step or 0
+
+    @property
+    def total_steps(self) -> int:
+        return self.view.total_steps or 0
+
+    @property
+    def epoch(self) -> int:
+        return self.view.epoch or 0
+
+    @property
+    def world_size(self) -> int:
+        return self.view.world_size or 0
+
+    @property
+    def eta_s(self) -> float | None:
+        return self.view.eta_s
+
+    @property
+    def samples_per_s(self) -> float | None:
+        return self.view.samples_per_s
+
+    @property
+    def lagging(self) -> bool:
+        return self.view.lagging
+
+    @property
+    def recoveries(self) -> list[dict[str, Any]]:
+        """As ``Run.info()["recoveries"]`` lists them."""
+        return [r.as_dict() for r in self.view.recoveries]
+
+    @property
+    def seen(self) -> Mapping[str, int]:
+        """Topic -> newest sequence number applied."""
+        return self.view.seen
 
     # ---- folding events
 
     def apply(self, event: Event) -> bool:
         """Fold one event in; returns whether the state changed. Events already
         seen (by topic and sequence number) are ignored."""
-        if event.seq and event.seq <= self.seen.get(event.topic, 0):
+        if self.view.has_seen(event):
             return False
-        self.seen[event.topic] = event.seq
-        handler = getattr(self, "_on_" + event.kind.replace("-", "_"), None)
-        if handler is None:
+        self.view = self.view.apply(event)
+        handler = _HANDLERS.get(event.kind)
+        if handler is not None:
+            handler(self, event, event.data)
+        elif event.kind not in RUN_KINDS and event.kind not in _MARKER_LABELS:
             return False
-        handler(event, event.data)
-        if event.kind in _MARKER_KINDS:
+        if event.kind in _MARKER_LABELS:
             self._mark(event)
         self.version += 1
         return True
-
-    def _on_run_state_changed(self, e: Event, d: Any) -> None:
-        self.state, self.reason = str(d.get("state")), str(d.get("reason", ""))
-
-    def _on_health_changed(self, e: Event, d: Any) -> None:
-        self.health = str(d.get("health"))
-        if self.state not in ("RECOVERING", "STALLED"):
-            self.reason = str(d.get("reason", ""))
 
     def _on_progress_reported(self, e: Event, d: Any) -> None:
         step = int(d.get("step", 0))
         loss = d.get("loss")
         if isinstance(loss, (int, float)) and (not self.loss or step > self.loss[-1][0]):
             self.loss.append((step, float(loss)))
-        self.step, self.total_steps = step, int(d.get("total_steps") or 0)
-        self.epoch, self.world_size = int(d.get("epoch", 0)), int(d.get("world_size", 0))
-        self.eta_s, self.samples_per_s = d.get("eta_s"), d.get("samples_per_s")
-        if d.get("state"):
-            self.state = str(d["state"])
         for w in d.get("workers") or ():
             tile = self.tiles.setdefault(str(w["name"]), Tile(str(w["name"])))
             state = str(w.get("state", "running")).upper()
@@ -115,19 +154,6 @@ class DashboardState:
             tile.rss, tile.gpu = w.get("rss"), w.get("gpu")
             tile.restarts = int(w.get("restarts") or 0)
 
-    def _on_recovery_completed(self, e: Event, d: Any) -> None:
-        self.recoveries.append(
-            {
-                "step": e.step,
-                "time": e.time,
-                "cause": d.get("cause", ""),
-                "rto_s": d.get("rto_s"),
-                "steps_lost": d.get("steps_lost"),
-                "workers_before": d.get("workers_before"),
-                "workers_after": d.get("workers_after"),
-            }
-        )
-
     def _on_worker_lost(self, e: Event, d: Any) -> None:
         self._tile_state(str(d.get("name", e.worker)), "LOST")
 
@@ -145,19 +171,6 @@ class DashboardState:
         step = int(d.get("checkpoint_step", e.step or 0))
         if step not in self.checkpoints:
             self.checkpoints.append(step)
-        self.lagging = False
-
-    def _on_checkpoint_failed(self, e: Event, d: Any) -> None:
-        self.lagging = True
-
-    def _on_step_skipped(self, e: Event, d: Any) -> None:
-        pass  # a marker only
-
-    def _on_rolled_back(self, e: Event, d: Any) -> None:
-        pass  # a marker only
-
-    def _on_state_repaired(self, e: Event, d: Any) -> None:
-        pass  # a marker only
 
     def _on_snapshot_committed(self, e: Event, d: Any) -> None:
         self.snapshot = {
@@ -169,17 +182,9 @@ class DashboardState:
         }
 
     def _mark(self, e: Event) -> None:
-        d = e.data
-        labels = {
-            "worker-lost": f"{d.get('name')} lost",
-            "worker-hung": f"{d.get('name')} hung",
-            "recovery-completed": f"recovered in {d.get('rto_s')} s",
-            "step-skipped": "non-finite step skipped",
-            "rolled-back": f"rolled back to {d.get('to_step')}",
-            "state-repaired": f"state of {', '.join(d.get('workers') or ())} repaired",
-        }
+        label = _MARKER_LABELS[e.kind](e.data)
         step = e.step if e.step is not None else self.step
-        self.markers.append({"step": step, "kind": e.kind, "label": labels[e.kind], "time": e.time})
+        self.markers.append({"step": step, "kind": e.kind, "label": label, "time": e.time})
 
     # ---- what to show
 
@@ -238,6 +243,27 @@ class DashboardState:
         from ft_notebook.widgets._render import summary_html
 
         return summary_html(self)
+
+
+#: Event kind -> what a dashboard alone keeps of it (the run's own facts are the
+#: view's; a kind in neither table changes nothing).
+_HANDLERS: dict[str, Callable[[DashboardState, Event, Any], None]] = {
+    RunProgress.kind: DashboardState._on_progress_reported,
+    WorkerLost.kind: DashboardState._on_worker_lost,
+    WorkerHung.kind: DashboardState._on_worker_hung,
+    WorkerJoined.kind: DashboardState._on_worker_joined,
+    CheckpointCommitted.kind: DashboardState._on_checkpoint_committed,
+    SnapshotCommitted.kind: DashboardState._on_snapshot_committed,
+}
+#: Event kind -> the label of its marker on the loss chart.
+_MARKER_LABELS: dict[str, Callable[[Any], str]] = {
+    WorkerLost.kind: lambda d: f"{d.get('name')} lost",
+    WorkerHung.kind: lambda d: f"{d.get('name')} hung",
+    RecoveryCompleted.kind: lambda d: f"recovered in {d.get('rto_s')} s",
+    StepSkipped.kind: lambda d: "non-finite step skipped",
+    RolledBack.kind: lambda d: f"rolled back to {d.get('to_step')}",
+    StateRepaired.kind: lambda d: f"state of {', '.join(d.get('workers') or ())} repaired",
+}
 
 
 def _duration(seconds: float | None) -> str:

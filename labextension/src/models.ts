@@ -47,6 +47,11 @@ export interface RecoveryModel {
   steps_lost: number;
   workers_before: number;
   workers_after: number;
+  detected_at: number;
+  how: string;
+  generation: number;
+  step: number;
+  verified: boolean;
 }
 
 /** A training run seen in the journals: its newest state, health and progress. */

@@ -52,6 +52,11 @@ export function recovery(overrides: Partial<RecoveryModel> = {}): RecoveryModel 
     steps_lost: 3,
     workers_before: 4,
     workers_after: 3,
+    detected_at: 1_700_000_099.94,
+    how: 'survive',
+    generation: 2,
+    step: 117,
+    verified: true,
     ...overrides
   };
 }

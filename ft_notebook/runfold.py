@@ -1,0 +1,219 @@
+"""The one fold of a training run's events into what is known of the run.
+
+A run is read in three places: the coordinator's record (what ``Run.info()``
+returns), a notebook dashboard and the JupyterLab panel. They all take a recovery as
+a :class:`Recovery`, and the dashboard and the panel take the run's state, health,
+progress, checkpoint and recoveries from a :class:`RunView` folded here, so the
+three cannot disagree on a fact. What only one of them shows (a dashboard's tiles,
+loss series and markers; the coordinator's plans and history) stays with it.
+
+It lives below ``train``, ``widgets`` and ``server`` and imports only the events,
+because the server extension may not import training and widgets sit below it
+(the import contracts in ``pyproject.toml``).
+
+Guarantees:
+- the fold is pure: :meth:`RunView.apply` returns a new view, changes nothing, reads
+  no clock and does no I/O; the same events give equal views, live or replayed;
+- an event is folded once: one whose topic has seen its sequence number already (a
+  replay) gives back the very same view;
+- an event of a kind the fold does not know, or whose payload this version cannot
+  read (a journal is public, and other versions write it), moves only the view's
+  bookkeeping (``seen``, ``updated``), never fails;
+- a ``recovery-completed`` event written before it carried every field of a
+  recovery still folds: when and at which step come from its envelope, how and
+  whether it was verified read as unknown (``""``, ``False``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ft_notebook.events import (
+    CheckpointCommitted,
+    CheckpointFailed,
+    Event,
+    Health,
+    HealthChanged,
+    RecoveryCompleted,
+    RunProgress,
+    RunState,
+    RunStateChanged,
+)
+
+__all__ = ["RUN_KINDS", "Recovery", "RunView"]
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """One recovery of a run: from a loss (or hang) being noticed to the first step
+    the survivors, or a new group, trained after it.
+
+    :meth:`as_dict` is what ``Run.info()["recoveries"]`` lists.
+    """
+
+    #: Who was lost and why, e.g. ``"cpu2: worker lost"``; losses during one
+    #: recovery are joined with ``"; "``.
+    cause: str
+    #: Wall-clock times (seconds since the epoch) the loss was noticed and the
+    #: group trained again.
+    detected_at: float
+    resumed_at: float
+    #: Seconds from detected_at to resumed_at, rounded to 0.1 ms.
+    rto_s: float
+    steps_lost: int
+    workers_before: int
+    workers_after: int
+    #: How the new group was made: ``survive`` (the survivors' ready groups) or
+    #: ``form`` (a rendezvous); ``""`` in journals written before this was recorded.
+    how: str
+    #: The generation that trained again (0: not recorded) and its first step.
+    generation: int
+    step: int
+    #: The members checked that they went on from one state a member vouched for.
+    verified: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def as_payload(self) -> RecoveryCompleted:
+        """The event that tells everyone else of this recovery (it carries it whole)."""
+        return RecoveryCompleted(**self.as_dict())
+
+    @classmethod
+    def from_event(cls, payload: RecoveryCompleted, event: Event) -> Recovery:
+        """The recovery an event tells of; one from an older journal lacks some
+        fields, which its envelope gives (time, step) or which read as unknown."""
+        resumed_at = payload.resumed_at if payload.resumed_at is not None else event.time
+        detected_at = payload.detected_at
+        if detected_at is None:
+            detected_at = resumed_at - payload.rto_s
+        step = payload.step if payload.step is not None else event.step
+        generation = payload.generation if payload.generation is not None else event.generation
+        return cls(
+            cause=payload.cause,
+            detected_at=detected_at,
+            resumed_at=resumed_at,
+            rto_s=payload.rto_s,
+            steps_lost=payload.steps_lost,
+            workers_before=payload.workers_before,
+            workers_after=payload.workers_after,
+            how=payload.how,
+            generation=generation or 0,
+            step=step or 0,
+            verified=payload.verified,
+        )
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What a run's events say of it. Start from ``RunView()`` and ``apply`` each
+    event; every field is None (or empty) until an event says otherwise."""
+
+    #: From ``run-state-changed``, and from ``progress-reported`` (which repeats it).
+    state: RunState | None = None
+    health: Health | None = None
+    #: Why the run is in its state; a change of health gives its own reason, except
+    #: while the run is RECOVERING or STALLED, whose reason says why it does not train.
+    reason: str = ""
+    #: From the newest ``progress-reported``.
+    step: int | None = None
+    total_steps: int | None = None
+    epoch: int | None = None
+    world_size: int | None = None
+    loss: float | None = None
+    samples_per_s: float | None = None
+    eta_s: float | None = None
+    #: The newest committed checkpoint: its step and the time of its event.
+    checkpoint_step: int | None = None
+    checkpoint_time: float | None = None
+    #: A checkpoint failed and none was committed since.
+    lagging: bool = False
+    recoveries: tuple[Recovery, ...] = ()
+    #: Topic -> the newest sequence number folded; never mutated (a new dict each time).
+    seen: Mapping[str, int] = field(default_factory=dict)
+    #: Time of the newest event folded.
+    updated: float = 0.0
+
+    def has_seen(self, event: Event) -> bool:
+        return bool(event.seq) and event.seq <= self.seen.get(event.topic, 0)
+
+    @property
+    def last_seq(self) -> int:
+        """The newest sequence number folded (0 for none)."""
+        return max(self.seen.values(), default=0)
+
+    def apply(self, event: Event) -> RunView:
+        """This view with ``event`` folded in (this very view for a replayed event)."""
+        if self.has_seen(event):
+            return self
+        seen = {**self.seen, event.topic: event.seq} if event.seq else self.seen
+        view = replace(self, seen=seen, updated=event.time)
+        fold = _FOLDS.get(event.kind)
+        if fold is None:
+            return view
+        try:
+            payload = event.payload()
+        except (TypeError, ValueError):  # fields missing or values unknown: another version
+            return view
+        return fold(view, payload, event)
+
+
+def _state_changed(view: RunView, p: RunStateChanged, e: Event) -> RunView:
+    return replace(view, state=p.state, reason=p.reason)
+
+
+def _health_changed(view: RunView, p: HealthChanged, e: Event) -> RunView:
+    waiting = view.state in (RunState.RECOVERING, RunState.STALLED)
+    return replace(view, health=p.health, reason=view.reason if waiting else p.reason)
+
+
+def _progressed(view: RunView, p: RunProgress, e: Event) -> RunView:
+    return replace(
+        view,
+        state=_known_state(p.state) or view.state,
+        step=p.step,
+        total_steps=p.total_steps,
+        epoch=p.epoch,
+        world_size=p.world_size,
+        loss=p.loss if isinstance(p.loss, (int, float)) else None,
+        samples_per_s=p.samples_per_s,
+        eta_s=p.eta_s,
+    )
+
+
+def _checkpoint_committed(view: RunView, p: CheckpointCommitted, e: Event) -> RunView:
+    return replace(view, checkpoint_step=p.checkpoint_step, checkpoint_time=e.time, lagging=False)
+
+
+def _checkpoint_failed(view: RunView, p: CheckpointFailed, e: Event) -> RunView:
+    return replace(view, lagging=True)
+
+
+def _recovered(view: RunView, p: RecoveryCompleted, e: Event) -> RunView:
+    return replace(view, recoveries=(*view.recoveries, Recovery.from_event(p, e)))
+
+
+def _known_state(value: str) -> RunState | None:
+    """A progress event's state, if this version knows it ("" in older events)."""
+    try:
+        return RunState(value)
+    except ValueError:
+        return None
+
+
+#: Event kind -> how it moves the view. Other kinds (worker events, skipped steps,
+#: roll-backs, repairs, snapshots) say nothing the view keeps.
+_FOLDS: dict[str, Callable[[RunView, Any, Event], RunView]] = {
+    RunStateChanged.kind: _state_changed,
+    HealthChanged.kind: _health_changed,
+    RunProgress.kind: _progressed,
+    CheckpointCommitted.kind: _checkpoint_committed,
+    CheckpointFailed.kind: _checkpoint_failed,
+    RecoveryCompleted.kind: _recovered,
+}
+
+#: The kinds that move a :class:`RunView`.
+RUN_KINDS = frozenset(_FOLDS)
