@@ -39,18 +39,39 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """``ft-notebook.train``: hang detection and non-finite steps of ``ft.fit``."""
+    """``ft-notebook.train``: the settings of ``ft.fit`` (see ``ft_notebook.yaml``).
 
+    No defaults here: the YAML file is the one place they are written. ``fit`` takes
+    every argument left out (None) from this object, read in the calling kernel, and
+    the run's spec and options then carry the values themselves. The field names are
+    those of :class:`~ft_notebook.train._spec.FitSpec` and
+    :class:`~ft_notebook.train._record.Options`, which take their defaults from here.
+    """
+
+    checkpoint_every: int
+    #: Checkpoints kept per run in a store given as a URL (or none); None keeps all.
+    store_keep: int | None
+    min_workers: int
+    warmup_timeout_s: float
+    fast_recovery: bool
+    #: Survivor groups are prepared while a run trains on at most this many workers.
+    survivor_groups_max_world: int
+    group_timeout_s: float
     #: A step that has not advanced for max(stall_min_s, stall_factor x the median
     #: step time) is a hang even while heartbeats go on; the first steps get
     #: first_steps_floor_s, since they include compilation and warm-up.
-    stall_factor: float = 30.0
-    stall_min_s: float = 10.0
-    first_steps_floor_s: float = 300.0
+    stall_factor: float
+    stall_min_s: float
+    first_steps_floor_s: float
     #: Non-finite steps skipped in a row before the run rolls back.
-    nonfinite_limit: int = 3
+    nonfinite_limit: int
     #: Sum gradients in float64 over fixed parts, whatever the world size.
-    float64_sums: bool = True
+    float64_sums: bool
+    #: deterministic=True: micro-chunks per batch when chunk_size is not given.
+    deterministic_chunks: int
+    #: "auto", "cpu", "cuda" or "cuda:<index>".
+    device: str
+    amp: bool
 
 
 @dataclass(frozen=True)
@@ -85,5 +106,5 @@ class FTConfig:
     events: EventsConfig
     cluster: ClusterConfig
     server: ServerConfig
-    train: TrainConfig = TrainConfig()
+    train: TrainConfig
     serve: ServeConfig = ServeConfig()

@@ -22,7 +22,7 @@ import json
 import numbers
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +54,9 @@ EVENT_TRANSPORTS = ("auto", "local", "dask")
 
 
 GPU_KEYWORDS = ("auto", "none", "all")
+
+DEVICES = ("auto", "cpu", "cuda")
+DEVICE_EXPECTED = "'auto', 'cpu', 'cuda' or 'cuda:<index>'"
 
 
 def load_config() -> FTConfig:
@@ -87,11 +90,21 @@ def load_config() -> FTConfig:
         ),
         server=ServerConfig(chaos_actions=_bool(s, "server.chaos-actions")),
         train=TrainConfig(
+            checkpoint_every=_positive_int(s, "train.checkpoint-every"),
+            store_keep=_keep(s, "train.store-keep"),
+            min_workers=_positive_int(s, "train.min-workers"),
+            warmup_timeout_s=_duration(s, "train.warmup-timeout"),
+            fast_recovery=_bool(s, "train.fast-recovery"),
+            survivor_groups_max_world=_count(s, "train.survivor-groups-max-world"),
+            group_timeout_s=_duration(s, "train.group-timeout"),
             stall_factor=_positive_number(s, "train.stall-factor"),
             stall_min_s=_duration(s, "train.stall-min"),
             first_steps_floor_s=_duration(s, "train.first-steps-floor"),
-            nonfinite_limit=_workers_like(s, "train.nonfinite-limit"),
+            nonfinite_limit=_positive_int(s, "train.nonfinite-limit"),
             float64_sums=_bool(s, "train.float64-sums"),
+            deterministic_chunks=_positive_int(s, "train.deterministic-chunks"),
+            device=_device(s, "train.device"),
+            amp=_bool(s, "train.amp"),
         ),
         serve=ServeConfig(
             health_interval_s=_duration(s, "serve.health-interval"),
@@ -101,9 +114,9 @@ def load_config() -> FTConfig:
             retry_budget=_fraction(s, "serve.retry-budget"),
             hedge_budget=_fraction(s, "serve.hedge-budget"),
             hedge_after_min_s=_duration(s, "serve.hedge-after-min"),
-            breaker_failures=_workers_like(s, "serve.breaker-failures"),
+            breaker_failures=_positive_int(s, "serve.breaker-failures"),
             breaker_open_s=_duration(s, "serve.breaker-open"),
-            max_queue=_workers_like(s, "serve.max-queue"),
+            max_queue=_positive_int(s, "serve.max-queue"),
             warmup_timeout_s=_duration(s, "serve.warmup-timeout"),
         ),
     )
@@ -122,6 +135,13 @@ def reload_config() -> FTConfig:
     get_config.cache_clear()
     data_dir_setting.cache_clear()
     return get_config()
+
+
+def train_setting(name: str) -> Callable[[], Any]:
+    """A dataclass ``default_factory``: ``get_config().train.<name>`` when the object is
+    built. The specs of ``ft.fit`` take their defaults this way, in the kernel; workers
+    unpickle them, which calls no factory, so a run keeps the kernel's values."""
+    return lambda: getattr(get_config().train, name)
 
 
 @functools.lru_cache(maxsize=1)
@@ -310,11 +330,39 @@ def _positive_number(section: Mapping[str, Any], key: str) -> float:
     raise ConfigError(f"ft-notebook.{key}", value, expected="a positive number")
 
 
-def _workers_like(section: Mapping[str, Any], key: str) -> int:
+def _positive_int(section: Mapping[str, Any], key: str) -> int:
     value = _get(section, key)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     raise ConfigError(f"ft-notebook.{key}", value, expected="a whole number >= 1")
+
+
+def _keep(section: Mapping[str, Any], key: str) -> int | None:
+    value = _get(section, key)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ConfigError(
+        f"ft-notebook.{key}", value, expected="a whole number >= 1, or null to keep all"
+    )
+
+
+def is_device(value: Any) -> bool:
+    """Whether ``value`` names a device a rank can train on: ``"auto"``, ``"cpu"``,
+    ``"cuda"`` (the worker's GPU) or ``"cuda:<index>"`` (ranks use gloo on a CPU
+    and NCCL on a CUDA device, and nothing else)."""
+    if not isinstance(value, str):
+        return False
+    kind, _, index = value.partition(":")
+    if not index:
+        return value in DEVICES
+    return kind == "cuda" and index.isdigit() and index.isascii()
+
+
+def _device(section: Mapping[str, Any], key: str) -> str:
+    value = _get(section, key)
+    if is_device(value):
+        return str(value)
+    raise ConfigError(f"ft-notebook.{key}", value, expected=DEVICE_EXPECTED)
 
 
 def _count(section: Mapping[str, Any], key: str) -> int:

@@ -28,7 +28,7 @@ class DurableCheckpoints:
     def __init__(
         self,
         url: str,
-        keep: int,
+        keep: int | None,
         run: str,
         every: int,
         on_commit: Callable[[int], None] | None = None,

@@ -32,8 +32,8 @@ def fit(
     cluster: Any = None,
     name: str | None = None,
     store: Any = None,
-    checkpoint_every: int = 50,
-    min_workers: int = 1,
+    checkpoint_every: int | None = None,
+    min_workers: int | None = None,
     max_workers: int | None = None,
     resume: bool = False,
     deterministic: bool = False,
@@ -45,10 +45,10 @@ def fit(
     eval_every: int = 0,
     clip_grad_norm: float | None = None,
     chunk_size: int | None = None,
-    fast_recovery: bool = True,
+    fast_recovery: bool | None = None,
     nonfinite_limit: int | None = None,
-    device: str = "auto",
-    amp: bool = False,
+    device: str | None = None,
+    amp: bool | None = None,
     timeout: float | None = None,
 ) -> Run:
     """Train ``model`` data-parallel on the cluster; survive the loss of workers.
@@ -59,11 +59,27 @@ def fit(
     returning the loss). ``batch_size`` is the global batch, split among the workers
     at every step. Returns a :class:`Run` (finished when ``wait=True``).
 
+    ``checkpoint_every``, ``min_workers``, ``fast_recovery``, ``nonfinite_limit``,
+    ``device`` and ``amp`` left out (None) come from the configuration, the keys of
+    those names under ``ft-notebook.train`` (defaults in ``ft_notebook.yaml``, set
+    like any Dask setting: ``DASK_FT_NOTEBOOK__TRAIN__CHECKPOINT_EVERY=100``), and so
+    do the run's other settings (timeouts, hang detection, float64 sums, how many
+    checkpoints a ``store`` given as a URL keeps). They are read once, here, in this
+    kernel, and the run keeps them: the workers' configuration plays no part.
+    ``epochs``, ``batch_size`` and ``seed`` are arguments only, with the defaults
+    shown, since they change what the run computes.
+
     Raises:
         TrainingError: bad arguments, or a run of this name is active.
         NoWorkers: the cluster has no workers.
         RunFailed: (with ``wait=True``) a worker raised; the message has its traceback.
     """
+    from ft_notebook.train._record import Options
+
+    name = checked_name(
+        name or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}", "run name"
+    )
+    store_url, store_keep = _store_location(store)
     spec = FitSpec(
         model=model,
         optimizer=optimizer,
@@ -79,25 +95,27 @@ def fit(
         clip_grad_norm=clip_grad_norm,
         deterministic=deterministic,
         chunk_size=chunk_size,
-        checkpoint_every=checkpoint_every,
+        store_url=store_url,
+        store_keep=store_keep,
         resume=resume,
-        device=device,
-        amp=amp,
+        **_given(
+            checkpoint_every=checkpoint_every,
+            nonfinite_limit=nonfinite_limit,
+            device=device,
+            amp=amp,
+        ),
     )
-    from ft_notebook.config import get_config
-
-    settings = get_config().train
-    spec.nonfinite_limit = nonfinite_limit or settings.nonfinite_limit
-    spec.float64_sums = settings.float64_sums
     spec.validate()
-    name = checked_name(
-        name or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}", "run name"
-    )
-    spec.store_url, spec.store_keep = _store_location(store)
     try:
         size = len(data) if hasattr(data, "__len__") else None
     except TypeError:
         size = None
+    options = Options(
+        max_workers=max_workers,
+        total_steps=-(-size // batch_size) * epochs if size else 0,
+        **_given(min_workers=min_workers, fast_recovery=fast_recovery),
+    )
+    options.validate()
     if not resume:
         refuse_old_checkpoints(name, spec.store_url)
     elif size is not None:
@@ -117,30 +135,21 @@ def fit(
             f"every worker needs at least one sample per step. Use batch_size >= {world} "
             f"or max_workers={batch_size}."
         )
-    if type(min_workers) is not int or min_workers < 1:
-        raise TrainingError(f"min_workers must be a positive int, got {min_workers!r}.")
     from ft_notebook.train._coordinator import RunCoordinator
-    from ft_notebook.train._record import Options
     from ft_notebook.train._remote import submit_run
 
     client.register_plugin(RunCoordinator())
-    steps = None
-    if size is not None:
-        steps = -(-size // batch_size) * epochs
-    options = Options(
-        min_workers=min_workers,
-        max_workers=max_workers,
-        fast_recovery=fast_recovery,
-        total_steps=steps or 0,
-        stall_factor=settings.stall_factor,
-        stall_min_s=settings.stall_min_s,
-        first_steps_floor_s=settings.first_steps_floor_s,
-    )
     client.run_on_scheduler(submit_run, name=name, spec=payload, options=options)
     run = Run(client, name, model_factory=model, store_url=spec.store_url, batch_size=batch_size)
     if wait:
         run.wait(timeout=timeout)
     return run
+
+
+def _given(**arguments: Any) -> dict[str, Any]:
+    """The arguments the caller gave: None means "the configured value", which the
+    spec and the options fill in themselves."""
+    return {k: v for k, v in arguments.items() if v is not None}
 
 
 class Run:
@@ -351,12 +360,17 @@ def attach(name: str, cluster: Any = None) -> Run:
     return run
 
 
-def _store_location(store: Any) -> tuple[str, int]:
+def _store_location(store: Any) -> tuple[str, int | None]:
+    """The URL of fit's ``store=``, and how many checkpoints of a run it keeps: a
+    CheckpointStore's own ``keep``, else ``ft-notebook.train.store-keep``."""
+    from ft_notebook.config import get_config
+
+    keep = get_config().train.store_keep
     if store is None:
-        return str(data_dir() / "checkpoints"), 3
+        return str(data_dir() / "checkpoints"), keep
     if isinstance(store, str):
-        return store, 3
-    url, keep = getattr(store, "url", None), getattr(store, "keep", 3)
+        return store, keep
+    url = getattr(store, "url", None)
     if url is None:
         raise TrainingError(f"store= takes a CheckpointStore or a URL, got {type(store).__name__}.")
-    return str(url), keep if isinstance(keep, int) else 3
+    return str(url), getattr(store, "keep", keep)

@@ -50,15 +50,3 @@ def split_chunks(n: int, chunk: int) -> list[tuple[int, int]]:
     """Cut ``n`` samples into chunks of ``chunk`` (the last one shorter): the fixed
     pieces a deterministic run sums in the same order whatever the world size."""
     return [(start, min(start + chunk, n)) for start in range(0, n, chunk)]
-
-
-def check_batch(global_batch: int, max_world: int, size: int) -> None:
-    """Refuse a batch that cannot give every rank a sample, before the run starts."""
-    if global_batch < max_world:
-        raise TrainingError(
-            f"The batch size {global_batch} is smaller than the number of workers "
-            f"({max_world}): some would get no sample at all. Use a batch size of at "
-            f"least {max_world}, or set max_workers={global_batch}."
-        )
-    if size < 1:
-        raise TrainingError("The dataset is empty: there is nothing to train on.")

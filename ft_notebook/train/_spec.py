@@ -12,11 +12,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ft_notebook.config import DEVICE_EXPECTED, is_device, train_setting
 from ft_notebook.exceptions import TrainingError
 
 
 @dataclass
 class FitSpec:
+    """One run's factories and settings, concrete values only.
+
+    A setting left out is read from ``ft-notebook.train`` (:func:`train_setting`)
+    when the spec is built, in the kernel; the workers unpickle the spec and never
+    consult their own configuration.
+    """
+
     model: Callable[[], Any]
     optimizer: Callable[[Any], Any]
     loss: Callable[..., Any] | None
@@ -30,19 +38,24 @@ class FitSpec:
     eval_every: int = 0
     clip_grad_norm: float | None = None
     deterministic: bool = False
-    chunk_size: int | None = None  # deterministic: micro-chunk size (default: batch/8)
+    chunk_size: int | None = None  # deterministic: the micro-chunk size (see chunk)
+    deterministic_chunks: int = field(default_factory=train_setting("deterministic_chunks"))
     #: Sum each step's parts in float64, so the result does not depend on the world
-    #: size (see :mod:`._trainer`); ``ft-notebook.train.float64-sums``.
-    float64_sums: bool = True
-    checkpoint_every: int = 50
+    #: size (see :mod:`._trainer`).
+    float64_sums: bool = field(default_factory=train_setting("float64_sums"))
+    checkpoint_every: int = field(default_factory=train_setting("checkpoint_every"))
     store_url: str = ""
-    store_keep: int = 3
+    store_keep: int | None = field(default_factory=train_setting("store_keep"))  # None: all
     resume: bool = False
-    nonfinite_limit: int = 3  # skipped steps in a row before a rollback
-    device: str = "auto"  # "auto": cuda when the worker has a GPU, else cpu
-    amp: bool = False  # bf16 autocast on GPU
-    group_timeout_s: float = 30.0
-    survivor_groups_max_world: int = 16  # fast path up to this world size
+    #: Skipped non-finite steps in a row before a rollback.
+    nonfinite_limit: int = field(default_factory=train_setting("nonfinite_limit"))
+    device: str = field(default_factory=train_setting("device"))  # "auto": GPU if any
+    amp: bool = field(default_factory=train_setting("amp"))  # bf16 autocast on GPU
+    group_timeout_s: float = field(default_factory=train_setting("group_timeout_s"))
+    #: The fast path (survivor groups) up to this world size.
+    survivor_groups_max_world: int = field(
+        default_factory=train_setting("survivor_groups_max_world")
+    )
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -76,11 +89,20 @@ class FitSpec:
             type(self.chunk_size) is not int or self.chunk_size < 1
         ):
             raise TrainingError(f"chunk_size must be a positive int, got {self.chunk_size!r}.")
+        if type(self.nonfinite_limit) is not int or self.nonfinite_limit < 1:
+            raise TrainingError(
+                f"nonfinite_limit must be a positive int (non-finite steps in a row before "
+                f"a rollback), got {self.nonfinite_limit!r}."
+            )
+        if not is_device(self.device):
+            raise TrainingError(f"device must be {DEVICE_EXPECTED}, got {self.device!r}.")
+        if type(self.amp) is not bool:
+            raise TrainingError(f"amp must be True or False, got {self.amp!r}.")
 
     @property
     def chunk(self) -> int:
         """The deterministic micro-chunk: the same whatever the world size."""
-        return self.chunk_size or max(1, self.batch_size // 8)
+        return self.chunk_size or max(1, self.batch_size // self.deterministic_chunks)
 
 
 def steps_per_epoch(size: int, batch: int) -> int:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ft_notebook.exceptions import TrainingError
 from ft_notebook.testing.training import regression_problem
-from ft_notebook.train._sharding import check_batch, epoch_order, split, split_chunks
+from ft_notebook.train._sharding import epoch_order, split, split_chunks
 from ft_notebook.train._spec import FitSpec
 from ft_notebook.train._trainer import Trainer
 
@@ -92,10 +92,3 @@ def test_split_is_contiguous_and_balanced() -> None:
     assert split_chunks(10, 4) == [(0, 4), (4, 8), (8, 10)]
     with pytest.raises(TrainingError, match="at least one rank"):
         split(4, 0)
-
-
-def test_bad_batches_are_refused_with_the_fix() -> None:
-    with pytest.raises(TrainingError, match="batch size 2 is smaller than the number of workers"):
-        check_batch(2, 3, 100)
-    with pytest.raises(TrainingError, match="empty"):
-        check_batch(8, 2, 0)
