@@ -14,11 +14,58 @@ without the one lost rank: no rendezvous).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 #: Scheduler event-log topic of rank reports (internal; not a journal topic).
 REPORT_TOPIC = "ft-notebook-train-reports"
+
+
+class How(str, enum.Enum):
+    """How a generation's process group is made."""
+
+    FORM = "form"  # a rendezvous on the cluster's TCPStore under a fresh prefix
+    SURVIVE = "survive"  # the group generation ``base`` prepared without the lost rank
+
+
+class ReportKind(str, enum.Enum):
+    """What a rank reports (see :class:`Report`)."""
+
+    READY = "ready"  # warmed up: model, optimizer and data built
+    SYNCED = "synced"  # generation ``gen`` trains from ``step``, its state verified
+    PREPARED = "prepared"  # its survivor groups exist
+    RESUMED = "resumed"  # rank 0: the first step of a generation committed
+    PROGRESS = "progress"  # rank 0, throttled
+    EVAL = "eval"  # rank 0, when a background evaluation ends
+    CHECKPOINT = "checkpoint"  # a durable checkpoint committed
+    CHECKPOINT_FAILED = "checkpoint-failed"
+    NONFINITE = "nonfinite"  # a step skipped for a NaN or Inf
+    ROLLBACK = "rollback"  # too many non-finite steps: back to a checkpoint
+    STATE_REPAIRED = "state-repaired"  # members took a vouched-for state
+    PEER_FAILED = "peer-failed"  # a collective failed
+    DONE = "done"
+    ERROR = "error"
+
+
+class Phase(str, enum.Enum):
+    """Where a rank actor is (``rank_state``; the coordinator's stall watch reads it)."""
+
+    WARMING = "warming"
+    READY = "ready"
+    PARKED = "parked"  # not a member of the newest generation
+    RENDEZVOUS = "rendezvous"
+    SYNC = "sync"
+    VERIFY = "verify"
+    COMPUTE = "compute"
+    REDUCE = "reduce"
+    PEER_FAILED = "peer-failed"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class UnknownMessage(ValueError):
+    """A message of a kind this version does not know: refused, never guessed at."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +75,7 @@ class Plan:
     #: Worker names in rank order. Empty: nobody trains (the run is stalled).
     members: tuple[str, ...]
     store: tuple[str, int]
-    how: str = "form"  # "form" | "survive"
+    how: How = How.FORM
     base: int | None = None  # the generation whose survivor group "survive" uses
     lost: str | None = None
     prepare: bool = True  # build leave-one-out groups for the next single loss
@@ -48,8 +95,11 @@ class Plan:
         """The rendezvous store prefix of this generation's groups."""
         return generation_prefix(self.run, self.incarnation, self.gen)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "how", _member(How, self.how))
+
     def to_wire(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "how": self.how.value}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Plan:
@@ -66,26 +116,36 @@ class Plan:
 class Report:
     """One message of a rank: ``kind`` says what happened, ``data`` the details.
 
-    Kinds: ``ready`` (warmed up), ``synced`` (generation ``gen`` trains from
-    ``step``), ``prepared`` (its survivor groups exist), ``progress`` (rank 0,
-    throttled), ``eval`` (rank 0, when a background evaluation ends), ``checkpoint``,
-    ``nonfinite``, ``peer-failed``, ``done``, ``error``.
+    ``kind`` is a :class:`ReportKind`; one this version does not know is refused
+    (:class:`UnknownMessage`).
     """
 
     run: str
     name: str
-    kind: str
+    kind: ReportKind
     gen: int = 0
     step: int = 0
     time: float = 0.0
     data: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", _member(ReportKind, self.kind))
+
     def to_wire(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "kind": self.kind.value}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Report:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def _member(kind: type[enum.Enum], value: Any) -> Any:
+    """``value`` as a member of ``kind``, or :class:`UnknownMessage` naming both."""
+    try:
+        return kind(value)
+    except ValueError:
+        known = ", ".join(str(m.value) for m in kind)  # type: ignore[attr-defined]
+        raise UnknownMessage(f"unknown {kind.__name__} {value!r} (known: {known})") from None
 
 
 def generation_prefix(run: str, incarnation: str, gen: int | None = None) -> str:

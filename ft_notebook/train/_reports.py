@@ -21,7 +21,7 @@ from ft_notebook.events import (
     StepSkipped,
 )
 from ft_notebook.runfold import Recovery
-from ft_notebook.train._protocol import REPORT_TOPIC, Plan, Report
+from ft_notebook.train._protocol import REPORT_TOPIC, Plan, Report, UnknownMessage
 from ft_notebook.train._record import Record
 
 logger = logging.getLogger("ft_notebook.train._coordinator")
@@ -58,7 +58,11 @@ class RunReports:
     def log_event(self, topic: str, msg: Any) -> None:
         if topic != REPORT_TOPIC or not isinstance(msg, dict):
             return
-        report = Report.from_wire(msg)
+        try:
+            report = Report.from_wire(msg)
+        except UnknownMessage as e:  # never guessed at: a rank of another version?
+            logger.error("a rank's report was refused: %s", e)
+            return
         record = self.runs.get(report.run)
         if record is None or record.finished:
             return

@@ -1,0 +1,30 @@
+"""Messages between the coordinator and the ranks are typed: a kind or a way of
+making a group that this version does not know is refused, never guessed at."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from ft_notebook.train._protocol import How, Plan, Report, ReportKind, UnknownMessage
+
+
+def test_plans_and_reports_come_back_as_their_kinds_through_msgpack() -> None:
+    plan = Plan("r", 3, ("0", "1"), ("127.0.0.1", 5), how=How.SURVIVE, base=2, lost="2")
+    wire = msgpack.unpackb(msgpack.packb(plan.to_wire()))
+    assert wire["how"] == "survive"
+    back = Plan.from_wire(wire)
+    assert back == plan
+    assert back.how is How.SURVIVE
+    report = Report("r", "0", ReportKind.STATE_REPAIRED, 3, 7, 1.0, {"workers": ["1"]})
+    again = Report.from_wire(msgpack.unpackb(msgpack.packb(report.to_wire())))
+    assert again == report
+    assert again.kind is ReportKind.STATE_REPAIRED
+
+
+def test_a_kind_this_version_does_not_know_is_refused_by_name() -> None:
+    with pytest.raises(UnknownMessage, match=r"'telemetry'.*known: ready"):
+        Report.from_wire({"run": "r", "name": "0", "kind": "telemetry"})
+    wire = Plan("r", 1, ("0",), ("h", 1)).to_wire()
+    with pytest.raises(UnknownMessage, match="'teleport'"):
+        Plan.from_wire({**wire, "how": "teleport"})
