@@ -41,6 +41,7 @@ DEFAULTS = {
             "deterministic-chunks": 8,
             "device": "auto",
             "amp": False,
+            "on-violation": "stall",
         },
         "serve": {
             "health-interval": "200ms",

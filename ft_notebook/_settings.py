@@ -72,6 +72,8 @@ class TrainConfig:
     #: "auto", "cpu", "cuda" or "cuda:<index>".
     device: str
     amp: bool
+    #: "stall" or "mean": a robust aggregator's condition failing for the world left.
+    on_violation: str
 
 
 @dataclass(frozen=True)

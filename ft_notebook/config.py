@@ -54,6 +54,8 @@ EVENT_TRANSPORTS = ("auto", "local", "dask")
 
 
 GPU_KEYWORDS = ("auto", "none", "all")
+#: What a run with a robust aggregator does when too few workers are left for it.
+ON_VIOLATION = ("stall", "mean")
 
 DEVICES = ("auto", "cpu", "cuda")
 DEVICE_EXPECTED = "'auto', 'cpu', 'cuda' or 'cuda:<index>'"
@@ -105,6 +107,7 @@ def load_config() -> FTConfig:
             deterministic_chunks=_positive_int(s, "train.deterministic-chunks"),
             device=_device(s, "train.device"),
             amp=_bool(s, "train.amp"),
+            on_violation=_choice(s, "train.on-violation", ON_VIOLATION),
         ),
         serve=ServeConfig(
             health_interval_s=_duration(s, "serve.health-interval"),

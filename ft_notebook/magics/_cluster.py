@@ -24,7 +24,7 @@ def add_parsers(add: Any) -> None:
         "Kill, hang, slow down or resume a worker or a replica, for a drill.",
         handlers.chaos,
     )
-    p.add_argument("action", choices=["kill", "hang", "slow", "resume"])
+    p.add_argument("action", choices=["kill", "hang", "slow", "byzantine", "nan", "resume"])
     p.add_argument(
         "worker",
         metavar="TARGET",
@@ -33,6 +33,11 @@ def add_parsers(add: Any) -> None:
     p.add_argument("--ms", type=float, help="for slow: milliseconds added to a call")
     p.add_argument(
         "--fraction", type=float, default=1.0, help="for slow: the share of calls slowed"
+    )
+    p.add_argument(
+        "--attack",
+        default="sign-flip",
+        help="for byzantine: sign-flip, scaled, gaussian or bit-flip (default: sign-flip)",
     )
     p.add_argument("--name", default="default", help="which of your clusters (default: default)")
 
@@ -75,6 +80,8 @@ class ClusterCommands:
             raise _usage("%ft chaos slow needs a replica:SERVICE/INDEX and --ms N")
         if args.ms is not None and (args.ms < 0 or not 0 < args.fraction <= 1):
             raise _usage("--ms must be >= 0 and --fraction in (0, 1]")
+        if args.action in ("byzantine", "nan"):
+            return self._byzantine(args)
         client = self.client(args.name)
         if args.action == "slow":
             row = slow_replica(client, args.worker, args.ms, args.fraction)
@@ -91,6 +98,31 @@ class ClusterCommands:
         if replica and args.action == "resume":  # after SIGCONT: a stopped worker answers nothing
             slow_replica(client, args.worker, 0)
             print(f"ft: replica {args.worker[len(PREFIX) :]} no longer slowed")
+        if not replica and args.action == "resume":
+            from ft_notebook.train._robust import good_again
+
+            if good_again(client, done.worker):
+                print(f"ft: worker {done.worker!r} sends its own gradients again")
+
+    def _byzantine(self, args: argparse.Namespace) -> None:
+        from ft_notebook.exceptions import AggregationError
+        from ft_notebook.serve._chaos import PREFIX
+        from ft_notebook.train._robust import CHAOS_ATTACKS, byzantine_worker
+
+        if args.worker.startswith(PREFIX):
+            raise _usage(f"%ft chaos {args.action} turns a training worker bad, not a replica")
+        attack = "nan" if args.action == "nan" else args.attack
+        if attack not in CHAOS_ATTACKS:
+            raise _usage(f"--attack must be one of {', '.join(CHAOS_ATTACKS[:-1])}")
+        try:
+            name = byzantine_worker(self.client(args.name), args.worker, attack)
+        except AggregationError as e:
+            raise _usage(str(e)) from None
+        print(
+            f"ft: worker {name!r} now sends {attack} instead of its gradients "
+            f"(a robust aggregator= bounds it; the mean does not); "
+            f"%ft chaos resume {name} makes it honest again"
+        )
 
     def client(self, name: str) -> Any:
         client = self._clients.get(name)

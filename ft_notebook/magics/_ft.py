@@ -36,6 +36,7 @@ _USAGE = """%ft SUBCOMMAND [options]      (%ft SUBCOMMAND --help for its options
   %ft cluster up|down|status|attach   your private Dask cluster
   %ft chaos kill|hang|resume WORKER|random|replica:SVC/I   a failure drill
   %ft chaos slow replica:SVC/I --ms N [--fraction F]     a slow replica
+  %ft chaos byzantine|nan WORKER [--attack A]             a worker sending bad gradients
   %ft dashboard [RUN]         live health of a training run, or of the cluster
   %ft plan --mtbf 6h --cost 2s [--restart 30s] [--rpo 10m] [--rto 30s]
                               how often to checkpoint (Young, Daly) and the targets

@@ -18,6 +18,7 @@ from ft_notebook.cluster import client_for
 from ft_notebook.events import RunState
 from ft_notebook.exceptions import NoWorkers, RunFailed, StoreError, TrainingError
 from ft_notebook.train._earlier import refuse_another_order, refuse_old_checkpoints
+from ft_notebook.train._robust import rule_of, smallest_world
 from ft_notebook.train._spec import FitSpec, dumps_spec
 
 
@@ -49,6 +50,8 @@ def fit(
     nonfinite_limit: int | None = None,
     device: str | None = None,
     amp: bool | None = None,
+    aggregator: Any = "mean",
+    on_violation: str | None = None,
     timeout: float | None = None,
 ) -> Run:
     """Train ``model`` data-parallel on the cluster; survive the loss of workers.
@@ -68,6 +71,16 @@ def fit(
     kernel, and the run keeps them: the workers' configuration plays no part.
     ``epochs``, ``batch_size`` and ``seed`` are arguments only, with the defaults
     shown, since they change what the run computes.
+
+    ``aggregator``: how the workers' gradients are combined at each step. ``"mean"``
+    all-reduces; a robust rule of :mod:`ft_notebook.robust` (``"median"``,
+    ``"trimmed-mean"``, ``"geometric-median"``, ``"krum"``, ``"multi-krum"``,
+    ``"centered-clipping"``, ``"nnm+<rule>"``: each tolerating one bad worker; or
+    ``ft_notebook.robust.aggregator(name, f=2, ...)``) gathers every worker's
+    gradient and every rank applies the rule, so bad gradients from up to f workers
+    move the step by a bounded amount. ``on_violation`` (``ft-notebook.train.on-violation``):
+    ``"stall"`` waits, STALLED, while too few workers are left for the rule's
+    condition, ``"mean"`` trains on with the mean meanwhile.
 
     Raises:
         TrainingError: bad arguments, or a run of this name is active.
@@ -105,6 +118,9 @@ def fit(
             amp=amp,
         ),
     )
+    spec.aggregator = rule_of(aggregator)
+    if on_violation is not None:
+        spec.on_violation = on_violation
     spec.validate()
     try:
         size = len(data) if hasattr(data, "__len__") else None
@@ -115,6 +131,9 @@ def fit(
         total_steps=-(-size // batch_size) * epochs if size else 0,
         **_given(min_workers=min_workers, fast_recovery=fast_recovery),
     )
+    if spec.aggregator is not None and spec.on_violation == "stall":
+        # too few workers for the rule: the run stalls, as below min_workers
+        options.min_workers = max(options.min_workers, smallest_world(spec.aggregator))
     options.validate()
     if not resume:
         refuse_old_checkpoints(name, spec.store_url)
@@ -129,6 +148,14 @@ def fit(
             "workers=2) for your own cluster) and call fit again."
         )
     world = min(workers, max_workers or workers)
+    if spec.aggregator is not None and world < smallest_world(spec.aggregator):
+        rule = spec.aggregator
+        raise TrainingError(
+            f"aggregator={rule.name!r} with f={rule.f} needs {rule.condition}, but "
+            f"{world} workers would train. Start more workers, lower f "
+            f"(ft_notebook.robust.aggregator({rule.name!r}, f=...)), or choose a rule with "
+            f"a weaker condition (median and trimmed-mean need only f < n/2)."
+        )
     if batch_size < world:
         raise TrainingError(
             f"batch_size={batch_size} is smaller than the {world} workers that would train: "

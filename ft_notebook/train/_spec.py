@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ft_notebook.config import DEVICE_EXPECTED, is_device, train_setting
+from ft_notebook.config import DEVICE_EXPECTED, ON_VIOLATION, is_device, train_setting
 from ft_notebook.exceptions import TrainingError
 
 
@@ -51,6 +51,10 @@ class FitSpec:
     nonfinite_limit: int = field(default_factory=train_setting("nonfinite_limit"))
     device: str = field(default_factory=train_setting("device"))  # "auto": GPU if any
     amp: bool = field(default_factory=train_setting("amp"))  # bf16 autocast on GPU
+    #: None: the plain mean (all-reduce); else an ft_notebook.robust.Aggregator
+    aggregator: Any = None
+    #: "stall" | "mean": the aggregator's condition fails for the world left
+    on_violation: str = field(default_factory=train_setting("on_violation"))
     group_timeout_s: float = field(default_factory=train_setting("group_timeout_s"))
     #: The fast path (survivor groups) up to this world size.
     survivor_groups_max_world: int = field(
@@ -77,6 +81,10 @@ class FitSpec:
                 )
         if self.loss is None and self.train_step is None:
             raise TrainingError("Give loss= (e.g. torch.nn.functional.mse_loss) or train_step=.")
+        if self.on_violation not in ON_VIOLATION:
+            raise TrainingError(
+                f"on_violation must be one of {', '.join(ON_VIOLATION)}, got {self.on_violation!r}."
+            )
         if type(self.epochs) is not int or self.epochs < 1:
             raise TrainingError(f"epochs must be a positive int, got {self.epochs!r}.")
         if type(self.batch_size) is not int or self.batch_size < 1:

@@ -67,6 +67,8 @@ class Trainer:
         self._total: Any = None  # the float64 sum of this rank's parts (float64_sums)
         self._unseeded_next = (-1, -1)
         self._views: list[Any] = []
+        #: The newest step's robust aggregate (its suspects), with an aggregator
+        self.aggregated: Any = None
 
     # ---- data
 
@@ -115,6 +117,8 @@ class Trainer:
         indices = self.step_indices(step)
         n = len(indices)
         slices = self.slices(n, rank, world, parts)
+        if self.spec.aggregator is not None:
+            return self._own_row(indices, slices, step, rank, world)
         if self.spec.deterministic:
             chunks = len(split_chunks(n, self.spec.chunk))
             rows = torch.zeros(chunks, self.numel + 1, dtype=torch.float64, device=self.device)
@@ -140,6 +144,31 @@ class Trainer:
         if not written:  # every part of this rank was empty (a short last batch)
             total.zero_()
         return total
+
+    def _own_row(
+        self,
+        indices: np.ndarray,
+        slices: list[tuple[int, int, int]],
+        step: int,
+        rank: int,
+        world: int,
+    ) -> Any:
+        """A robust aggregator's buffer (see :mod:`._robust`): this rank's mean gradient
+        over its own samples (and its loss) in row ``rank``, zeros in the others' rows;
+        what a bad worker sends instead, when this worker was turned bad."""
+        import torch
+
+        from ft_notebook.train._robust import sent
+
+        rows = torch.zeros(world, self.numel + 1, dtype=torch.float64, device=self.device)
+        own = sum(hi - lo for _, lo, hi in slices)
+        row = rows[rank]
+        for slot, lo, hi in slices:  # in slot order: the same sum wherever it runs
+            flat = self._flat_gradients()
+            self._backward(indices[lo:hi], (hi - lo) / own, step, slot, flat)
+            row += flat
+        row[:-1] = sent(row[:-1])
+        return rows
 
     def slices(self, n: int, rank: int, world: int, parts: int = 0) -> list[tuple[int, int, int]]:
         """(slot, start, stop) of the ``n`` samples of a step that ``rank`` of ``world``
@@ -212,7 +241,13 @@ class Trainer:
         out[offset] = float(loss.detach()) * weight
 
     def reduce_rows(self, buffer: Any) -> Any:
-        """The summed gradient: rows added in chunk order (deterministic) or as is."""
+        """The summed gradient: rows added in chunk order (deterministic), the robust
+        rule over the ranks' rows (an aggregator), or as is."""
+        if self.spec.aggregator is not None:
+            from ft_notebook.train._robust import aggregate
+
+            self.aggregated = aggregate(self.spec.aggregator, buffer, self.spec.on_violation)
+            return self.aggregated.total
         if buffer.dim() == 1:
             return buffer
         total = buffer[0].clone()
