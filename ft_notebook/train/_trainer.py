@@ -111,8 +111,11 @@ class Trainer:
 
         ``parts``: how many parts the batch is cut into (the run's largest world size
         so far; 0 or fewer than ``world``: the world size). This rank computes its share of
-        them, one backward pass each."""
+        them, one backward pass each. A worker turned bad (``%ft chaos byzantine``)
+        puts its attack in place of its gradients (:func:`._robust.sent`)."""
         import torch
+
+        from ft_notebook.train._robust import sent
 
         indices = self.step_indices(step)
         n = len(indices)
@@ -124,11 +127,13 @@ class Trainer:
             rows = torch.zeros(chunks, self.numel + 1, dtype=torch.float64, device=self.device)
             for c, lo, hi in slices:
                 self._backward(indices[lo:hi], (hi - lo) / n, step, c, rows[c])
+                rows[c, :-1] = sent(rows[c, :-1])
             return rows
         if not self.spec.float64_sums:
             flat = self._flat_gradients()
             for slot, lo, hi in slices:
                 self._backward(indices[lo:hi], (hi - lo) / n, step, slot, flat)
+            flat[:-1] = sent(flat[:-1])
             return flat
         if self._total is None:  # the float64 buffer the parts are summed in, all-reduced
             self._total = torch.empty(self.numel + 1, dtype=torch.float64, device=self.device)
@@ -143,6 +148,7 @@ class Trainer:
                 written = True
         if not written:  # every part of this rank was empty (a short last batch)
             total.zero_()
+        total[:-1] = sent(total[:-1])
         return total
 
     def _own_row(

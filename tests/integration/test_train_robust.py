@@ -1,0 +1,104 @@
+"""Robust aggregation on a real cluster of 4 worker processes, one of them Byzantine
+(issue 20): the worker sends its gradient reversed and four times as long; with
+``aggregator="median"`` the run learns the digits as an honest run does, with the
+mean it does not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from distributed import Client
+
+from ft_notebook.exceptions import TrainingError
+from ft_notebook.testing import training_cluster
+from ft_notebook.train import fit
+from ft_notebook.train._robust import byzantine_worker, good_again
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def quartet() -> Iterator[Client]:
+    with training_cluster(4) as client:
+        yield client
+
+
+def digits() -> tuple[torch.utils.data.TensorDataset, torch.Tensor, torch.Tensor]:
+    """scikit-learn's handwritten digits (shipped with it), standardized: 1,500 to
+    train on, 297 to test."""
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    x = torch.tensor(x, dtype=torch.float32)
+    x = (x - x.mean(0)) / (x.std(0) + 1e-6)
+    y = torch.tensor(y)
+    g = torch.Generator().manual_seed(0)
+    order = torch.randperm(len(x), generator=g)
+    train, test = order[:1500], order[1500:]
+    return torch.utils.data.TensorDataset(x[train], y[train]), x[test], y[test]
+
+
+def mlp() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+
+
+def adam(params: Any) -> torch.optim.Optimizer:
+    return torch.optim.Adam(params, lr=3e-3)
+
+
+def accuracy(client: Client, tmp_path: Path, name: str, **kw: Any) -> float:
+    data, x_test, y_test = digits()
+    run = fit(
+        mlp,
+        data,
+        adam,
+        torch.nn.functional.cross_entropy,
+        epochs=6,
+        batch_size=128,
+        cluster=client,
+        name=name,
+        store=str(tmp_path / name),
+        checkpoint_every=200,
+        wait=True,
+        timeout=300,
+        **kw,
+    )
+    with torch.no_grad():
+        return float((run.model()(x_test).argmax(1) == y_test).float().mean())
+
+
+def test_the_median_holds_against_a_byzantine_worker_and_the_mean_does_not(
+    quartet: Client, tmp_path: Path
+) -> None:
+    clean = accuracy(quartet, tmp_path, "clean")
+    assert clean >= 0.9, f"the honest run learned only {clean:.2f}: the test's problem is off"
+    byzantine_worker(quartet, "3", "sign-flip")
+    try:
+        mean = accuracy(quartet, tmp_path, "mean-attacked")
+        median = accuracy(quartet, tmp_path, "median-attacked", aggregator="median")
+    finally:
+        assert good_again(quartet, "3")
+    assert median >= clean - 0.05, f"median {median:.3f} against the honest {clean:.3f}"
+    assert mean <= clean - 0.3, f"the attack failed: the mean reached {mean:.3f}"
+
+
+def test_a_rule_the_cluster_is_too_small_for_is_refused_before_anything_starts(
+    quartet: Client, tmp_path: Path
+) -> None:
+    data, _, _ = digits()
+    with pytest.raises(TrainingError, match=r"krum.*needs n >= 2f \+ 3, but 4 workers"):
+        fit(
+            mlp,
+            data,
+            adam,
+            torch.nn.functional.cross_entropy,
+            cluster=quartet,
+            name="too-small",
+            store=str(tmp_path),
+            aggregator="krum",
+            wait=False,
+        )
