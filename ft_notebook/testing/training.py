@@ -140,3 +140,43 @@ def regression_problem(
         "loss": torch.nn.functional.mse_loss,
         "batch_size": batch,
     }
+
+
+# ---- a problem with an accuracy to lose: handwritten digits
+
+
+def digits_mlp() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+
+
+def digits_adam(params: Any) -> torch.optim.Optimizer:
+    return torch.optim.Adam(params, lr=3e-3)
+
+
+def digits_problem(seed: int = 0) -> tuple[dict[str, Any], torch.Tensor, torch.Tensor]:
+    """``ft.fit`` keywords for scikit-learn's handwritten digits (8x8, 10 classes,
+    shipped with scikit-learn), standardized, an MLP 64-64-10 with Adam: 1,500 images
+    to train on, batches of 128; and the 297 left out (inputs, labels) to test on."""
+    from sklearn.datasets import load_digits
+
+    x_np, y_np = load_digits(return_X_y=True)
+    x = torch.tensor(x_np, dtype=torch.float32)
+    x = (x - x.mean(0)) / (x.std(0) + 1e-6)
+    y = torch.tensor(y_np)
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
+    train, test = order[:1500], order[1500:]
+    problem = {
+        "model": digits_mlp,
+        "data": torch.utils.data.TensorDataset(x[train], y[train]),
+        "optimizer": digits_adam,
+        "loss": torch.nn.functional.cross_entropy,
+        "batch_size": 128,
+        "seed": seed,
+    }
+    return problem, x[test], y[test]
+
+
+def accuracy_of(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    """The share of ``x`` that ``model`` labels as ``y``."""
+    with torch.no_grad():
+        return float((model(x).argmax(1) == y).float().mean())

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from distributed import Client
 
 from ft_notebook.exceptions import TrainingError
 from ft_notebook.testing import training_cluster
+from ft_notebook.testing.training import accuracy_of, digits_problem
 from ft_notebook.train import fit
 from ft_notebook.train._robust import byzantine_worker, good_again
 
@@ -27,38 +27,11 @@ def quartet() -> Iterator[Client]:
         yield client
 
 
-def digits() -> tuple[torch.utils.data.TensorDataset, torch.Tensor, torch.Tensor]:
-    """scikit-learn's handwritten digits (shipped with it), standardized: 1,500 to
-    train on, 297 to test."""
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
-    x = torch.tensor(x, dtype=torch.float32)
-    x = (x - x.mean(0)) / (x.std(0) + 1e-6)
-    y = torch.tensor(y)
-    g = torch.Generator().manual_seed(0)
-    order = torch.randperm(len(x), generator=g)
-    train, test = order[:1500], order[1500:]
-    return torch.utils.data.TensorDataset(x[train], y[train]), x[test], y[test]
-
-
-def mlp() -> torch.nn.Module:
-    return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
-
-
-def adam(params: Any) -> torch.optim.Optimizer:
-    return torch.optim.Adam(params, lr=3e-3)
-
-
 def accuracy(client: Client, tmp_path: Path, name: str, **kw: Any) -> float:
-    data, x_test, y_test = digits()
+    problem, x_test, y_test = digits_problem()
     run = fit(
-        mlp,
-        data,
-        adam,
-        torch.nn.functional.cross_entropy,
+        **problem,
         epochs=6,
-        batch_size=128,
         cluster=client,
         name=name,
         store=str(tmp_path / name),
@@ -67,8 +40,7 @@ def accuracy(client: Client, tmp_path: Path, name: str, **kw: Any) -> float:
         timeout=300,
         **kw,
     )
-    with torch.no_grad():
-        return float((run.model()(x_test).argmax(1) == y_test).float().mean())
+    return accuracy_of(run.model(), x_test, y_test)
 
 
 def test_the_median_holds_against_a_byzantine_worker_and_the_mean_does_not(
@@ -89,13 +61,10 @@ def test_the_median_holds_against_a_byzantine_worker_and_the_mean_does_not(
 def test_a_rule_the_cluster_is_too_small_for_is_refused_before_anything_starts(
     quartet: Client, tmp_path: Path
 ) -> None:
-    data, _, _ = digits()
+    problem, _, _ = digits_problem()
     with pytest.raises(TrainingError, match=r"krum.*needs n >= 2f \+ 3, but 4 workers"):
         fit(
-            mlp,
-            data,
-            adam,
-            torch.nn.functional.cross_entropy,
+            **problem,
             cluster=quartet,
             name="too-small",
             store=str(tmp_path),
