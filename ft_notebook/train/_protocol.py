@@ -132,7 +132,10 @@ class Report:
         object.__setattr__(self, "kind", _member(ReportKind, self.kind))
 
     def to_wire(self) -> dict[str, Any]:
-        return {**asdict(self), "kind": self.kind.value}
+        # plain values only: the scheduler's event log refuses a str subclass (an
+        # enum member such as How.SURVIVE), and a report refused is a report lost
+        data = {k: v.value if isinstance(v, enum.Enum) else v for k, v in self.data.items()}
+        return {**asdict(self), "kind": self.kind.value, "data": data}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Report:
@@ -144,7 +147,7 @@ def _member(kind: type[enum.Enum], value: Any) -> Any:
     try:
         return kind(value)
     except ValueError:
-        known = ", ".join(str(m.value) for m in kind)  # type: ignore[attr-defined]
+        known = ", ".join(str(m.value) for m in kind)
         raise UnknownMessage(f"unknown {kind.__name__} {value!r} (known: {known})") from None
 
 

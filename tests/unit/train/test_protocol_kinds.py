@@ -28,3 +28,14 @@ def test_a_kind_this_version_does_not_know_is_refused_by_name() -> None:
     wire = Plan("r", 1, ("0",), ("h", 1)).to_wire()
     with pytest.raises(UnknownMessage, match="'teleport'"):
         Plan.from_wire({**wire, "how": "teleport"})
+
+
+def test_a_report_reaches_the_event_log_as_plain_values() -> None:
+    """Dask's Worker.log_event accepts only exact str, int, float, list and dict
+    values: a How member in a report's data made every "synced" report be dropped
+    (and with it the fast recovery path), with one debug line."""
+    report = Report("r", "0", ReportKind.SYNCED, 2, 5, 1.0, {"how": How.SURVIVE, "world": 2})
+    wire = report.to_wire()
+    assert type(wire["kind"]) is str
+    assert type(wire["data"]["how"]) is str
+    assert wire["data"] == {"how": "survive", "world": 2}
