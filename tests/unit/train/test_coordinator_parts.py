@@ -16,8 +16,8 @@ from ft_notebook.train._reports import check_covers
 pytestmark = pytest.mark.unit
 
 TRAIN = Path(ft_notebook.train.__file__).parent
-#: The rank side's mixins, being split by another change: their stubs are expected to
-#: go there, and this test holds them to it once they have (non-strict until then).
+#: The rank side's mixins, split by another change: expected to fail until it lands
+#: (not strict: it then shows as XPASS; take the name out of this set then).
 RANK_SIDE = {"_rank_state.py"}
 
 
