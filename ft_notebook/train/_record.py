@@ -2,6 +2,18 @@
 
 :meth:`Record.info` is what a :class:`~ft_notebook.train.Run` handle in any kernel
 reads (plain, JSON-able values).
+
+The coordinator's parts (:mod:`._coordinator`) share a run's record; each field has
+one part that writes it: ``state``, ``reason`` and ``health`` :mod:`._status`;
+``plan``, ``world``, ``parts``, ``synced``, ``verified``, ``prepared`` and opening
+``pending`` :mod:`._generations`; ``actors``, ``ready``, ``seen``, ``arrivals``,
+``admitting``, ``target_world`` and ``resumed_from`` :mod:`._membership`;
+``recoveries``, ``joins``, ``regrouping`` and closing ``pending`` :mod:`._recoveries`;
+``history``, ``history_every``, ``steps_per_s`` and ``step_times`` :mod:`._history`;
+``notes``, ``nonfinite``, ``checkpoint`` and ``lagging`` :mod:`._notes`;
+``finished_at`` and ``errors`` :mod:`._end`; ``published`` :mod:`._progress_publisher`;
+``highest_step`` :mod:`._reports`. ``step``, ``epoch``, ``loss`` and ``last_advance``
+move on with the reports that carry them.
 """
 
 from __future__ import annotations

@@ -222,7 +222,7 @@ def test_coordinator_dashboard_and_panel_read_one_recovery(
         "highest_step": 12,
     }
     resumed = Report(unique_name, "a", "resumed", 2, 11, 1000.5, {"synced_step": 10})
-    coordinator._on_report(record, resumed)
+    coordinator.reports.on_report(record, resumed)
 
     [coordinators] = record.info()["recoveries"]
     assert list(coordinators) == RECOVERY_KEYS

@@ -12,13 +12,13 @@ from ft_notebook.cluster._control import ControlPlane
 from ft_notebook.events import RunState
 from ft_notebook.train import _rank
 from ft_notebook.train._coordinator import RunCoordinator
-from ft_notebook.train._protocol import Plan
+from ft_notebook.train._protocol import How, Plan
 from ft_notebook.train._record import Options, Record
 
 
 def test_a_rank_that_starts_after_its_run_ended_is_sent_the_stop_plan() -> None:
     coordinator, record = RunCoordinator(), Record("r", b"spec", Options())
-    coordinator.control = ControlPlane()  # not started: holds and status rows only
+    coordinator.link.control = ControlPlane()  # not started: holds and status rows only
     coordinator.runs["r"] = record
     calls: list[tuple[str, Any]] = []
     started = asyncio.Event()
@@ -31,14 +31,16 @@ def test_a_rank_that_starts_after_its_run_ended_is_sent_the_stop_plan() -> None:
         calls.append(("deliver", Plan.from_wire(args[1])))
         return "delivered"
 
-    coordinator._call = call  # type: ignore[method-assign]
+    coordinator.link.call = call  # type: ignore[method-assign]
 
     async def scenario() -> None:
-        coordinator._set_state(record, RunState.RUNNING, "1 worker")
-        coordinator._new_plan(record, [], how="form")
-        late = asyncio.ensure_future(coordinator._start_actor(record, "2", "tcp://w2", False))
+        coordinator.status.set_state(record, RunState.RUNNING, "1 worker")
+        coordinator.plans.new_plan(record, [], How.FORM)
+        late = asyncio.ensure_future(
+            coordinator.members.start_actor(record, "2", "tcp://w2", False)
+        )
         await asyncio.sleep(0)
-        coordinator._finish(record, RunState.COMPLETED, "256 steps")
+        coordinator.end.finish(record, RunState.COMPLETED, "256 steps")
         started.set()
         await late
 

@@ -16,11 +16,13 @@ import torch.distributed as dist
 from ft_notebook.exceptions import TrainingError
 from ft_notebook.testing import poll_for
 from ft_notebook.testing.training import counting_problem, regression_problem
+from ft_notebook.train import _history
 from ft_notebook.train._coordinator import RunCoordinator
 from ft_notebook.train._groups import Interrupted, PeerFailed, Waker
-from ft_notebook.train._protocol import Plan, Report
+from ft_notebook.train._protocol import How, Plan, Report
 from ft_notebook.train._record import Options, Record
 from ft_notebook.train._spec import FitSpec, dumps_spec
+from ft_notebook.train._stall import stall_threshold
 from ft_notebook.train._trainer import Trainer
 from ft_notebook.train._verify import SLOTS, StateCheck, StateUnverified, fingerprint
 
@@ -168,13 +170,12 @@ def test_a_failed_collective_raises_peer_failed() -> None:
 
 def test_the_stall_threshold_adapts_to_the_step_time() -> None:
     record = Record("r", b"", Options(stall_factor=30, stall_min_s=10, first_steps_floor_s=300))
-    coordinator = RunCoordinator()
-    assert coordinator.stall_threshold(record) == 300  # the first steps: the floor
+    assert stall_threshold(record) == 300  # the first steps: the floor
     record.step_times = [0.1] * 10
-    assert coordinator.stall_threshold(record) == 10  # never under stall-min
+    assert stall_threshold(record) == 10  # never under stall-min
     record.step_times = [2.0] * 10
-    assert coordinator.stall_threshold(record) == 60  # 30 x the median step
-    assert coordinator.stall_threshold(record) > 10 * 2.0  # a step 10x slower is no hang
+    assert stall_threshold(record) == 60  # 30 x the median step
+    assert stall_threshold(record) > 10 * 2.0  # a step 10x slower is no hang
 
 
 def test_spec_checks_name_the_mistake() -> None:
@@ -360,20 +361,18 @@ def _progress(step: int, **data: Any) -> Report:
 
 
 def test_evaluations_land_at_their_step_and_the_history_stays_bounded() -> None:
-    from ft_notebook.train import _reports
-
-    coordinator, record = RunCoordinator(), Record("r", b"", Options())
+    record = Record("r", b"", Options())
     for step in range(1, 11):
-        coordinator._progress(record, _progress(step, samples_per_s=10.0))
+        _history.on_progress(record, _progress(step, samples_per_s=10.0))
     late = Report("r", "0", "eval", 1, 10, 99.0, {"eval_step": 4, "eval": {"acc": 0.5}})
-    coordinator._evaluated(record, late)
+    _history.on_eval(record, late)
     [at4] = [p for p in record.history if p["step"] == 4]
     assert (at4["eval"], at4["eval_time"], at4["loss"]) == ({"acc": 0.5}, 99.0, 1.0)
-    limit = _reports._HISTORY_MAX
+    limit = _history.HISTORY_MAX
     for step in range(11, 3 * limit):
-        coordinator._progress(record, _progress(step))
+        _history.on_progress(record, _progress(step))
         if step % 2:  # more evaluations than the history holds
-            coordinator._evaluated(
+            _history.on_eval(
                 record, Report("r", "0", "eval", 1, step, float(step), {"eval_step": step})
             )
     assert len(record.history) <= limit
@@ -385,10 +384,10 @@ def test_evaluations_land_at_their_step_and_the_history_stays_bounded() -> None:
 
 
 def test_rank_zero_saying_its_checkpoints_lag_shows_on_the_run() -> None:
-    coordinator, record = RunCoordinator(), Record("r", b"", Options())
-    coordinator._progress(record, _progress(1, lagging=True))
+    record = Record("r", b"", Options())
+    _history.on_progress(record, _progress(1, lagging=True))
     assert record.lagging
-    coordinator._progress(record, _progress(2, lagging=False))
+    _history.on_progress(record, _progress(2, lagging=False))
     assert not record.lagging
 
 
@@ -407,7 +406,7 @@ def test_collectives_failing_with_no_loss_fail_the_run_once_its_step_stands_stil
     from ft_notebook.events import RunState
 
     coordinator, record = RunCoordinator(), Record("r", b"", Options(first_steps_floor_s=1.0))
-    coordinator.control = ControlPlane()  # not started: holds and status rows only
+    coordinator.link.control = ControlPlane()  # not started: holds and status rows only
     coordinator.runs["r"] = record
     # nothing listens there: the plans sent to them fail, as for a worker going away
     record.actors = {"0": "tcp://127.0.0.1:9", "1": "tcp://127.0.0.1:9"}
@@ -417,7 +416,8 @@ def test_collectives_failing_with_no_loss_fail_the_run_once_its_step_stands_stil
         plan = record.plan
         assert plan is not None
         data = {"error": "Connection reset by peer", "plan": plan.gen}
-        coordinator._on_report(record, Report("r", "0", "peer-failed", plan.gen, step, 0.0, data))
+        report = Report("r", "0", "peer-failed", plan.gen, step, 0.0, data)
+        coordinator.reports.on_report(record, report)
         deadline = time.monotonic() + 10
         while record.plan is plan and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -425,10 +425,10 @@ def test_collectives_failing_with_no_loss_fail_the_run_once_its_step_stands_stil
         return time.monotonic()
 
     async def scenario() -> tuple[float, float, int]:
-        coordinator._set_state(record, RunState.RUNNING, "2 workers")
-        coordinator._new_plan(record, ["0", "1"], how="form")
+        coordinator.status.set_state(record, RunState.RUNNING, "2 workers")
+        coordinator.plans.new_plan(record, ["0", "1"], How.FORM)
         for step in range(1, 6):  # steps advance between the failures: it goes on
-            coordinator._progress(record, _progress(step))
+            _history.on_progress(record, _progress(step))
             first_at_5 = await fail_a_collective(step)
             assert not record.finished
             assert record.plan.members == ("0", "1")

@@ -1,0 +1,150 @@
+"""Generations: which workers train together, and how their group is made.
+
+:class:`Generations` owns ``Record.plan`` and the sends of each new plan to the rank
+actors, the rendezvous keys of retired groups, what a loss does to the run, and the
+per-generation reports (``synced``, ``prepared``) that decide how the next loss is
+recovered.
+
+Recovery (see :mod:`._protocol`): a single lost rank of a generation whose survivor
+groups are ready takes the fast path (:attr:`~._protocol.How.SURVIVE`: no
+rendezvous); anything else, or the fast path turned off, forms a new group
+(:attr:`~._protocol.How.FORM`). Fewer than ``min_workers`` survivors park the ranks
+(STALLED) until workers come back.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ft_notebook.events import Health, RunState
+from ft_notebook.train import _rank
+from ft_notebook.train._link import SchedulerLink
+from ft_notebook.train._progress_publisher import ProgressPublisher
+from ft_notebook.train._protocol import How, Plan, Report, generation_prefix
+from ft_notebook.train._record import Record
+from ft_notebook.train._status import RunStatus
+
+
+class Generations:
+    """New plans, their delivery, and the decisions a loss takes."""
+
+    def __init__(self, link: SchedulerLink, status: RunStatus, progress: ProgressPublisher):
+        self.link = link
+        self.status = status
+        self.progress = progress
+        self.store_address: tuple[str, int] = ("", 0)  # the rendezvous TCPStore
+
+    def new_plan(
+        self, record: Record, members: list[str], how: How, lost: str | None = None, stop: str = ""
+    ) -> Plan:
+        """The run's next generation, sent to every rank actor. No members: the ranks
+        park; ``stop``: they stop for good."""
+        old = record.plan
+        record.parts = max(record.parts, len(members))
+        plan = Plan(
+            run=record.name,
+            gen=(old.gen if old is not None else 0) + 1,
+            members=tuple(members),
+            store=self.store_address,
+            how=how,
+            base=old.gen if old is not None and how is How.SURVIVE else None,
+            lost=lost,
+            stop=stop,
+            committed=record.highest_step,
+            incarnation=record.incarnation,
+            parts=record.parts,
+        )
+        record.plan = plan
+        self.forget_retired(record, plan)
+        if not stop:
+            record.world = len(plan.members)
+        for name, address in list(record.actors.items()):
+            self.link.spawn(self.deliver(record, name, address, plan))
+        return plan
+
+    def forget_retired(self, record: Record, plan: Plan) -> None:
+        """Delete the rendezvous keys of groups that can never be used again: those of
+        generation gen-2 and older (gen-1's survivor groups may still be switched to,
+        and an NCCL group reads its keys at its first collective), or all of them
+        once the run stops."""
+        if plan.stop:
+            prefix = generation_prefix(record.name, record.incarnation)
+        elif plan.gen > 2:
+            prefix = generation_prefix(record.name, record.incarnation, plan.gen - 2)
+        else:
+            return
+        self.link.spawn(self.link.control.forget_rendezvous(prefix))
+
+    async def deliver(self, record: Record, name: str, address: str, plan: Plan) -> None:
+        """Send ``plan`` to the rank on ``address``; a member whose actor is gone is lost."""
+        try:
+            answer = await self.link.call(address, _rank.deliver, record.name, plan.to_wire())
+        except Exception:  # the worker is going: the control plane reports the loss
+            return
+        gone = answer == "no-actor" and not plan.stop and record.actors.get(name) == address
+        if gone and record.plan is plan and name in plan.members:
+            del record.actors[name]
+            record.ready.discard(name)
+            self.lost(record, [name], "its rank actor is gone")
+
+    def lost(self, record: Record, names: list[str], cause: str) -> None:
+        """Members ``names`` are gone: recover (survive or form), or park the ranks
+        when fewer than ``min_workers`` are left. Losses during one recovery make one
+        recovery, with all their causes."""
+        plan = record.plan
+        if plan is None or plan.stop or not set(names) & set(plan.members):
+            return
+        survivors = [m for m in plan.members if m not in names and m in record.actors]
+        now = time.time()
+        if record.pending is None:
+            record.pending = {
+                "cause": f"{', '.join(names)}: {cause}",
+                "detected_at": now,
+                "workers_before": len(plan.members),
+                "highest_step": record.highest_step,
+                "lost": list(names),
+            }
+        else:
+            record.pending["cause"] += f"; {', '.join(names)}: {cause}"
+            record.pending["lost"] += list(names)
+        self.status.set_health(record, Health.DEGRADED, record.pending["cause"])
+        if len(survivors) < record.options.min_workers:
+            self.status.set_state(
+                record,
+                RunState.STALLED,
+                f"{len(survivors)} worker(s) left, min_workers={record.options.min_workers}",
+            )
+            self.new_plan(record, [], How.FORM)
+            return
+        self.status.set_state(record, RunState.RECOVERING, record.pending["cause"])
+        self.progress.publish(record, force=True)  # dashboards: the lost tile at once
+        prepared = record.prepared.get(plan.gen, set())
+        fast = (
+            record.options.fast_recovery
+            and len(names) == 1
+            and prepared >= set(plan.members) - set(names)
+            and record.synced.get(plan.gen, set()) >= set(plan.members) - set(names)
+        )
+        self.new_plan(record, survivors, How.SURVIVE if fast else How.FORM, lost=names[0])
+
+    # ---- reports of a generation
+
+    def on_synced(self, record: Record, r: Report) -> None:
+        """A member trains generation ``r.gen`` from ``r.step``: once all do, the run
+        is running (unless a recovery is still to be completed by ``resumed``)."""
+        record.synced.setdefault(r.gen, set()).add(r.name)
+        if r.data.get("verified"):
+            record.verified.add(r.gen)
+        record.step = max(record.step, r.step)
+        plan = record.plan
+        if plan is not None and r.gen == plan.gen and record.synced[r.gen] >= set(plan.members):
+            record.last_advance = time.time()
+            if record.pending is None:
+                if record.state is not RunState.RUNNING:
+                    self.status.set_state(record, RunState.RUNNING, f"{len(plan.members)} workers")
+                self.status.update_health(record)
+
+    def on_prepared(self, record: Record, r: Report) -> None:
+        """A member built its survivor groups: a single loss may take the fast path."""
+        gen = int(r.data.get("prepared_gen", r.gen))
+        record.prepared.setdefault(gen, set()).add(r.name)

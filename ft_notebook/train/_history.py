@@ -1,0 +1,80 @@
+"""A run's history: its loss curve and evaluations, bounded in size.
+
+The functions here own ``Record.history`` (and ``history_every``, how often a
+progress point is kept) and the step rate (``steps_per_s``, ``step_times``, which
+the stall threshold reads). They keep no state of their own: the run's record holds
+it all, so they are the handlers of ``progress`` and ``eval`` reports as they are.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from typing import Any
+
+from ft_notebook.train._protocol import Report
+from ft_notebook.train._record import Record
+
+#: Points a run's history keeps (see :func:`trim_history`).
+HISTORY_MAX = 2000
+
+
+def on_progress(record: Record, r: Report) -> None:
+    """Rank 0's progress (throttled): the step, its rate, and a point of the curve."""
+    d = r.data
+    now = time.time()
+    if r.step > record.step:
+        record.last_advance = now
+        rate = d.get("steps_per_s") or 0
+        record.steps_per_s = float(rate)
+        if rate:
+            record.step_times = ([*record.step_times, 1.0 / float(rate)])[-50:]
+    record.step, record.epoch, record.loss = r.step, int(d.get("epoch", 0)), d.get("loss")
+    point = {
+        "step": r.step,
+        "time": r.time,
+        "loss": d.get("loss"),
+        "steps_per_s": d.get("steps_per_s"),
+        "samples_per_s": d.get("samples_per_s"),
+        "world_size": d.get("world"),
+    }
+    if "lagging" in d:  # rank 0's view: failing saves, or saves queued behind a slow one
+        record.lagging = bool(d["lagging"])
+    if r.step % record.history_every == 0:
+        record.history.append(point)
+    trim_history(record)
+
+
+def on_eval(record: Record, r: Report) -> None:
+    """An evaluation (run in the background on rank 0) finished: its result goes
+    into the history at the step whose weights it evaluated."""
+    step = int(r.data.get("eval_step", r.step))
+    result: dict[str, Any] = {"eval_time": r.time}  # when it finished
+    if "eval" in r.data:
+        result["eval"] = r.data["eval"]
+    if "eval_error" in r.data:
+        result["eval_error"] = r.data["eval_error"]
+    for point in reversed(record.history):
+        if point["step"] == step:
+            point.update(result)
+            return
+        if point["step"] < step:
+            break
+    point = {"step": step, "time": r.time, "loss": None, "steps_per_s": None}
+    point.update(samples_per_s=None, world_size=None, **result)
+    bisect.insort(record.history, point, key=lambda p: p["step"])
+    trim_history(record)
+
+
+def trim_history(record: Record) -> None:
+    """Keep a run's history within :data:`HISTORY_MAX` points: every other progress
+    point goes (and later ones are kept half as often); evaluations, sparse and
+    wanted, stay unless they alone fill half of it, then every other one goes too."""
+    if len(record.history) <= HISTORY_MAX:
+        return
+    evals = [p for p in record.history if "eval_time" in p]
+    progress = [p for p in record.history if "eval_time" not in p][::2]
+    record.history_every *= 2
+    if len(evals) > HISTORY_MAX // 2:
+        evals = evals[::-2][::-1]  # the newest stays
+    record.history = sorted(progress + evals, key=lambda p: p["step"])

@@ -1,0 +1,127 @@
+"""Recoveries as the coordinator records them, and collectives that fail with no loss.
+
+:class:`Recoveries` owns ``Record.pending`` once a loss opened it (:mod:`._generations`),
+``Record.recoveries`` and ``joins`` (a joiner's first step trained), and
+``Record.regrouping``: the count of re-forms of the same members after collectives
+failed at one step with no worker lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ft_notebook.events import RunState
+from ft_notebook.runfold import Recovery
+from ft_notebook.train._end import RunEnd
+from ft_notebook.train._generations import Generations
+from ft_notebook.train._protocol import How, Report
+from ft_notebook.train._record import Record
+from ft_notebook.train._stall import stall_threshold
+from ft_notebook.train._status import RunStatus
+
+logger = logging.getLogger("ft_notebook.train._coordinator")
+
+#: Re-forms of the same members after failed collectives before the run may fail
+#: (it fails only once the step has also stood still for the stall threshold).
+_REGROUPS_MIN = 3
+#: Seconds a failed collective waits for the control plane's news of a loss.
+_LOSS_GRACE_S = 0.5
+
+
+class Recoveries:
+    """Completes recoveries (``resumed``) and re-forms after failed collectives."""
+
+    def __init__(self, status: RunStatus, plans: Generations, end: RunEnd) -> None:
+        self.status = status
+        self.plans = plans
+        self.end = end
+
+    def on_resumed(self, record: Record, r: Report) -> None:
+        """Rank 0 committed the first step of generation ``r.gen``: joiners trained,
+        and the recovery that generation was made for, if any, is complete."""
+        for name, join in list(record.admitting.items()):
+            if join["generation"] <= r.gen:  # the joiner trained in this generation
+                del record.admitting[name]
+                join = {
+                    **join,
+                    "trained_at": r.time,
+                    "rejoin_s": round(r.time - join["arrived_at"], 3),
+                }
+                record.joins.append(join)
+        pending, plan = record.pending, record.plan
+        if pending is None or plan is None or r.gen != plan.gen:
+            return
+        record.pending = None
+        lost = max(0, int(pending["highest_step"]) - int(r.data.get("synced_step", r.step)))
+        recovery = Recovery(
+            cause=pending["cause"],
+            detected_at=pending["detected_at"],
+            resumed_at=r.time,
+            rto_s=round(r.time - pending["detected_at"], 4),
+            steps_lost=lost,
+            workers_before=pending["workers_before"],
+            workers_after=len(plan.members),
+            how=plan.how,
+            generation=plan.gen,
+            step=r.step,
+            # the members checked that they went on from one state a member vouched for
+            verified=plan.gen in record.verified,
+        )
+        record.recoveries.append(recovery)
+        record.step = max(record.step, r.step)
+        record.last_advance = time.time()
+        self.status.publish(record, recovery.as_payload())  # the whole recovery: folds agree
+        again = f"recovered with {len(plan.members)} workers"
+        self.status.set_state(record, RunState.RUNNING, again)
+        self.status.update_health(record)
+
+    def on_peer_failed(self, record: Record, r: Report) -> None:
+        """A collective failed before the control plane heard of a loss: give the loss
+        a moment to arrive, else form the same members again."""
+        plan = record.plan
+        if plan is not None and r.data.get("plan", r.gen) == plan.gen:
+            error = str(r.data.get("error", ""))
+            asyncio.get_running_loop().call_later(
+                _LOSS_GRACE_S, self.reform_if_stuck, record, plan.gen, r.step, error
+            )
+
+    def reform_if_stuck(self, record: Record, gen: int, step: int, error: str) -> None:
+        """A collective failed at ``step`` and no loss followed: form the same members
+        again. When they keep failing at the same step for the run's stall threshold (a
+        broken interconnect, a GPU in a bad state), the run fails and says so, rather
+        than re-forming for ever while it looks as if it were running."""
+        plan = record.plan
+        if record.finished or plan is None or plan.gen != gen:
+            return
+        stuck = record.regrouping
+        if step < 0 and stuck is not None:
+            step = stuck["step"]  # a rank that joined with no state yet: no news of progress
+        if stuck is None or stuck["step"] != step:  # it got further (or rolled back)
+            stuck = record.regrouping = {"step": step, "since": time.time(), "count": 0}
+        stuck["count"] += 1
+        waited = time.time() - stuck["since"]
+        if stuck["count"] >= _REGROUPS_MIN and waited >= stall_threshold(record):
+            self.end.finish(
+                record,
+                RunState.FAILED,
+                f"the workers' collectives failed {stuck['count']} times in a row at step "
+                f"{stuck['step']} over {waited:.0f} s, with no worker lost (last error: "
+                f"{error or 'none given'}). Check that the workers can reach each other "
+                f"(ft-notebook.cluster.interface, NCCL_DEBUG=INFO on GPUs), then go on "
+                f"from the newest checkpoint with ft.fit(..., resume=True).",
+            )
+            return
+        logger.warning(
+            "run %s: a collective failed at step %s (%s); forming the same %d workers "
+            "again (%d in a row)",
+            record.name,
+            step,
+            error,
+            len(plan.members),
+            stuck["count"],
+        )
+        members = [m for m in plan.members if m in record.actors]
+        if len(members) >= record.options.min_workers and members:
+            self.plans.new_plan(record, members, How.FORM)

@@ -1,0 +1,73 @@
+"""The run coordinator's parts (issue 17): every report kind has a handler, and no
+class of ft_notebook.train borrows another's methods through ``TYPE_CHECKING`` stubs."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import ft_notebook.train
+from ft_notebook.train._coordinator import RunCoordinator
+from ft_notebook.train._protocol import ReportKind
+from ft_notebook.train._reports import check_covers
+
+pytestmark = pytest.mark.unit
+
+TRAIN = Path(ft_notebook.train.__file__).parent
+#: The rank side's mixins, split by another change: expected to fail until it lands
+#: (not strict: it then shows as XPASS; take the name out of this set then).
+RANK_SIDE = {"_rank_state.py"}
+
+
+def test_every_report_kind_has_a_handler() -> None:
+    table = RunCoordinator().reports.table
+    assert set(table) == set(ReportKind)
+    assert all(callable(handler) for handler in table.values())
+
+
+def test_a_table_without_a_kind_is_refused() -> None:
+    table = dict(RunCoordinator().reports.table)
+    del table[ReportKind.EVAL]
+    with pytest.raises(TypeError, match=r"no handler for the report kinds \['eval'\]"):
+        check_covers(table)
+
+
+def _stubbed_methods(path: Path) -> list[str]:
+    """``Class.method`` for each function defined under ``if TYPE_CHECKING:`` in a
+    class body of the module at ``path``."""
+    found = []
+    for cls in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for stmt in cls.body:
+            test = stmt.test if isinstance(stmt, ast.If) else None
+            named = isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+            attr = isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+            if isinstance(stmt, ast.If) and (named or attr):
+                found += [
+                    f"{cls.name}.{f.name}"
+                    for f in ast.walk(stmt)
+                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                ]
+    return found
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        pytest.param(
+            p.name,
+            marks=pytest.mark.xfail(reason="the rank side is split in another change")
+            if p.name in RANK_SIDE
+            else (),
+        )
+        for p in sorted(TRAIN.glob("*.py"))
+    ],
+)
+def test_no_class_declares_methods_of_another_under_type_checking(module: str) -> None:
+    assert _stubbed_methods(TRAIN / module) == [], (
+        f"{module} declares methods under `if TYPE_CHECKING:` in a class body: give the "
+        f"class the object that has them (in its constructor) instead"
+    )
