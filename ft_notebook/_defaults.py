@@ -27,6 +27,7 @@ DEFAULTS = {
         },
         "train": {
             "checkpoint-every": 50,
+            "mtbf": "6h",
             "store-keep": 3,
             "min-workers": 1,
             "warmup-timeout": "300s",

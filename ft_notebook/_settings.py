@@ -49,6 +49,8 @@ class TrainConfig:
     """
 
     checkpoint_every: int
+    #: The MTBF checkpoint_every="auto" plans with, in seconds.
+    mtbf_s: float
     #: Checkpoints kept per run in a store given as a URL (or none); None keeps all.
     store_keep: int | None
     min_workers: int

@@ -93,6 +93,7 @@ def load_config() -> FTConfig:
         server=ServerConfig(chaos_actions=_bool(s, "server.chaos-actions")),
         train=TrainConfig(
             checkpoint_every=_positive_int(s, "train.checkpoint-every"),
+            mtbf_s=_duration(s, "train.mtbf"),
             store_keep=_keep(s, "train.store-keep"),
             min_workers=_positive_int(s, "train.min-workers"),
             warmup_timeout_s=_duration(s, "train.warmup-timeout"),

@@ -38,6 +38,14 @@ def on_progress(record: Record, r: Report) -> None:
         "samples_per_s": d.get("samples_per_s"),
         "world_size": d.get("world"),
     }
+    suspects = d.get("suspects")
+    if isinstance(suspects, dict) and suspects:  # a robust aggregator's, since the last
+        point["suspects"] = dict(suspects)
+        for name, steps in suspects.items():
+            record.suspects[str(name)] = record.suspects.get(str(name), 0) + int(steps)
+    if d.get("mean_steps"):  # on_violation="mean": steps the rule could not hold for
+        point["mean_steps"] = int(d["mean_steps"])
+        record.mean_steps += int(d["mean_steps"])
     if "lagging" in d:  # rank 0's view: failing saves, or saves queued behind a slow one
         record.lagging = bool(d["lagging"])
     if r.step % record.history_every == 0:

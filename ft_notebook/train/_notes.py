@@ -64,3 +64,7 @@ class RunNotes:
     def on_checkpoint(self, record: Record, r: Report) -> None:
         record.checkpoint = r.data.get("checkpoint_step")
         record.lagging = False
+        if isinstance(r.data.get("stall_s"), (int, float)):  # what the save cost training
+            record.checkpoint_costs = [*record.checkpoint_costs, float(r.data["stall_s"])][-20:]
+        if isinstance(r.data.get("plan"), dict):  # checkpoint_every="auto": the new plan
+            record.checkpoint_plan = dict(r.data["plan"])

@@ -62,6 +62,14 @@ class Record:
     health: Health = Health.HEALTHY
     plan: Plan | None = None
     actors: dict[str, str] = field(default_factory=dict)  # worker name -> address
+    #: Seconds each newest checkpoint held training (RunNotes, from rank 0's reports).
+    checkpoint_costs: list[float] = field(default_factory=list)
+    #: checkpoint_every="auto": the newest plan rank 0 made (RunNotes).
+    checkpoint_plan: dict[str, Any] | None = None
+    #: A robust aggregator: worker -> steps its gradient lay far from the aggregate, and
+    #: steps aggregated with the mean for too few workers (the history, from progress).
+    suspects: dict[str, int] = field(default_factory=dict)
+    mean_steps: int = 0
     ready: set[str] = field(default_factory=set)
     synced: dict[int, set[str]] = field(default_factory=dict)
     #: Generations whose members checked that they hold one vouched-for state.
@@ -106,6 +114,7 @@ class Record:
 
     def info(self) -> dict[str, Any]:
         plan = self.plan
+        costs = sorted(self.checkpoint_costs)
         return {
             "name": self.name,
             "state": self.state.value,
@@ -129,4 +138,10 @@ class Record:
             "nonfinite": self.nonfinite,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
+            # what a save held training (median of the newest), and the auto plan
+            "checkpoint_cost_s": costs[len(costs) // 2] if costs else None,
+            "checkpoint_plan": self.checkpoint_plan,
+            # a robust aggregator: steps each worker's gradient was suspect in
+            "suspects": dict(self.suspects),
+            "mean_steps": self.mean_steps,
         }

@@ -19,6 +19,7 @@ from ft_notebook.events import RunState
 from ft_notebook.exceptions import NoWorkers, RunFailed, StoreError, TrainingError
 from ft_notebook.train._earlier import refuse_another_order, refuse_old_checkpoints
 from ft_notebook.train._robust import rule_of, smallest_world
+from ft_notebook.train._schedule import FIRST_AUTO_STEP
 from ft_notebook.train._spec import FitSpec, dumps_spec
 
 
@@ -33,7 +34,7 @@ def fit(
     cluster: Any = None,
     name: str | None = None,
     store: Any = None,
-    checkpoint_every: int | None = None,
+    checkpoint_every: int | str | None = None,
     min_workers: int | None = None,
     max_workers: int | None = None,
     resume: bool = False,
@@ -69,7 +70,11 @@ def fit(
     do the run's other settings (timeouts, hang detection, float64 sums, how many
     checkpoints a ``store`` given as a URL keeps). They are read once, here, in this
     kernel, and the run keeps them: the workers' configuration plays no part.
-    ``epochs``, ``batch_size`` and ``seed`` are arguments only, with the defaults
+    ``checkpoint_every="auto"``: rank 0 plans Daly's interval (:mod:`ft_notebook.plan`)
+    from the run's own measured save cost (the time a save holds training) and step
+    time and ``ft-notebook.train.mtbf``, and plans again after every save;
+    ``run.info()["checkpoint_plan"]`` is the newest plan and ``["checkpoint_cost_s"]``
+    the measured cost. ``epochs``, ``batch_size`` and ``seed`` are arguments only, with the defaults
     shown, since they change what the run computes.
 
     ``aggregator``: how the workers' gradients are combined at each step. ``"mean"``
@@ -93,6 +98,9 @@ def fit(
         name or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}", "run name"
     )
     store_url, store_keep = _store_location(store)
+    auto = checkpoint_every == "auto"
+    if auto:  # the first save comes early, to measure what a save costs
+        checkpoint_every = FIRST_AUTO_STEP
     spec = FitSpec(
         model=model,
         optimizer=optimizer,
@@ -118,6 +126,7 @@ def fit(
             amp=amp,
         ),
     )
+    spec.checkpoint_auto = auto
     spec.aggregator = rule_of(aggregator)
     if on_violation is not None:
         spec.on_violation = on_violation

@@ -44,6 +44,10 @@ class FitSpec:
     #: size (see :mod:`._trainer`).
     float64_sums: bool = field(default_factory=train_setting("float64_sums"))
     checkpoint_every: int = field(default_factory=train_setting("checkpoint_every"))
+    #: checkpoint_every="auto": Daly's interval, planned by rank 0 (see ._schedule),
+    #: with this MTBF; checkpoint_every is then only the first save's step
+    checkpoint_auto: bool = False
+    mtbf_s: float = field(default_factory=train_setting("mtbf_s"))
     store_url: str = ""
     store_keep: int | None = field(default_factory=train_setting("store_keep"))  # None: all
     resume: bool = False
