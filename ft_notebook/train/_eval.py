@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ft_notebook.train._protocol import plain
+from ft_notebook.train._protocol import ReportKind, plain
 
 #: How long a due evaluation waits for the one before (it holds up training meanwhile).
 _GRACE_S = 1.0
@@ -76,7 +76,9 @@ class BackgroundEval:
         if self._thread.is_alive():
             step = self._running_step
             self.log(f"evaluation at step {step} still running after {timeout_s:.0f} s")
-            self.report("eval", eval_step=step, eval_error=f"not done after {timeout_s:.0f} s")
+            self.report(
+                ReportKind.EVAL, eval_step=step, eval_error=f"not done after {timeout_s:.0f} s"
+            )
 
     def _evaluate(self, step: int, model: Any) -> None:
         import torch
@@ -89,9 +91,11 @@ class BackgroundEval:
                 values = {k: plain(v) for k, v in self.eval_fn(model).items()}
         except Exception as e:  # the user's function: say so, keep training
             self.log(f"evaluation at step {step} failed:\n{traceback.format_exc()}")
-            self.report("eval", eval_step=step, eval_error=f"{type(e).__name__}: {e}"[:500])
+            self.report(
+                ReportKind.EVAL, eval_step=step, eval_error=f"{type(e).__name__}: {e}"[:500]
+            )
             return
-        self.report("eval", eval_step=step, eval=values)
+        self.report(ReportKind.EVAL, eval_step=step, eval=values)
 
 
 def _copy_without_grads(model: Any) -> Any:

@@ -28,7 +28,6 @@ run with failures then ends bit-identical to one without.
 
 from __future__ import annotations
 
-import io
 import math
 from typing import Any
 
@@ -303,19 +302,10 @@ class Trainer:
         if self.scheduler is not None and "lr_scheduler" in state:
             self.scheduler.load_state_dict(state["lr_scheduler"])
 
-    def state_bytes(self) -> bytes:
-        import torch
-
-        buf = io.BytesIO()
-        torch.save(self.state(), buf)
-        return buf.getvalue()
-
-    def load_state_bytes(self, data: bytes) -> None:
-        import torch
-
-        # weights_only: a peer's bytes can hold tensors and plain values, never code
-        state = torch.load(io.BytesIO(data), map_location=self.device, weights_only=True)
-        self.load_state(state)
+    def drop_buffers(self) -> None:
+        """Forget the gradient buffers: an abandoned collective (a newer plan, a
+        failed peer) may still complete into one, so it must never be reused."""
+        self._flat = self._total = None
 
 
 def _to(items: Any, device: Any) -> Any:

@@ -470,28 +470,59 @@ def test_a_rank_refuses_to_resume_from_a_checkpoint_of_other_data_settings(
 ) -> None:
     """Where the kernel cannot reach the store, the ranks' own resume checks the
     checkpoint it reads: with another batch size it would skip and repeat samples."""
-    from ft_notebook.train._durable import DurableCheckpoints
-    from ft_notebook.train._rank_state import RankState
+    from ft_notebook.train._held_state import HeldState
+    from ft_notebook.train._rank_checkpoints import RankCheckpoints
 
-    def rank(batch: int) -> RankState:
-        r = RankState()
-        r.run_name, r.spec = "r", _spec(counting_problem(batch=batch))
-        r.trainer = Trainer(r.spec, torch.device("cpu"))
-        r.durable = DurableCheckpoints(str(tmp_path), 3, "r", 2)
-        r.step, r.skip, r.nonfinite_total = 0, set(), 0
-        r.check = StateCheck()
-        r.log = lambda message: None  # type: ignore[method-assign]
-        return r
+    def rank(batch: int) -> RankCheckpoints:
+        spec = _spec(
+            counting_problem(batch=batch), store_url=str(tmp_path), store_keep=3, checkpoint_every=2
+        )
+        held = HeldState(Trainer(spec, torch.device("cpu")))
+        held.step = 0
+        return RankCheckpoints(spec, "r", held, _RankReports())
 
     first = rank(32)
-    first.step = 4
-    first.durable.final(4, first.trainer.state, first._metadata())
+    first.held.step = 4
+    first.durable.final(4, first.held.trainer.state, first.metadata())
     with pytest.raises(TrainingError, match=r"batch_size 32 then, 64 now"):
-        rank(64)._resume()
+        rank(64).resume()
     same = rank(32)
-    same._resume()
-    assert same.step == 4
-    assert same.check.vouches(4, same.trainer)  # read from a checkpoint the store verified
+    same.resume()
+    assert same.held.step == 4
+    assert same.held.check.vouches(
+        4, same.held.trainer
+    )  # read from a checkpoint the store verified
+
+
+class _RankReports:
+    """A rank's reporter that keeps what it is told: (kind, data) per report."""
+
+    def __init__(self) -> None:
+        self.reports: list[tuple[str, dict[str, Any]]] = []
+
+    def log(self, message: str) -> None:
+        pass
+
+    def set_phase(self, phase: str) -> None:
+        pass
+
+    def report(self, kind: str, **data: Any) -> None:
+        self.reports.append((kind, data))
+
+
+class _Rank:
+    """One rank's state and its agreement with the others, as the rank actor wires them."""
+
+    def __init__(self, held: Any, agreement: Any, reporter: _RankReports) -> None:
+        self.held, self.agreement, self.reports = held, agreement, reporter.reports
+
+    @property
+    def trainer(self) -> Trainer:
+        return self.held.trainer
+
+    @property
+    def check(self) -> StateCheck:
+        return self.held.check
 
 
 # ---- the self-check: members hold one state that one of them vouches for
@@ -500,8 +531,10 @@ def test_a_rank_refuses_to_resume_from_a_checkpoint_of_other_data_settings(
 def _trio_ranks() -> list[Any]:
     """Three rank states on real gloo groups (threads of this process), each having
     committed step 3 of the same training."""
+    from ft_notebook.train._agreement import StateAgreement
+    from ft_notebook.train._collectives import Collectives
     from ft_notebook.train._groups import Generation
-    from ft_notebook.train._rank_state import RankState
+    from ft_notebook.train._held_state import HeldState
 
     store = dist.HashStore()
     members = ("a", "b", "c")
@@ -513,22 +546,17 @@ def _trio_ranks() -> list[Any]:
     _each(make, range(3))
     ranks = []
     for rank, name in enumerate(members):
-        r = RankState()
-        r.run_name, r.worker_name = "r", name
-        r.spec = _spec(regression_problem(size=64, batch=24))
-        r.trainer = Trainer(r.spec, torch.device("cpu"))
-        r.gen = Generation("p/", 1, members, name, groups[rank], "gloo")
-        r.waker, r.check = Waker(), StateCheck()
-        r.step, r.skip, r.nonfinite_total = 0, set(), 0
-        r.reports = []
-        r.log = lambda message: None  # type: ignore[method-assign]
-        r.set_phase = lambda phase: None  # type: ignore[method-assign]
-        r.report = lambda kind, _r=r, **data: _r.reports.append((kind, data))  # type: ignore[method-assign]
+        spec = _spec(regression_problem(size=64, batch=24))
+        held = HeldState(Trainer(spec, torch.device("cpu")))
+        collectives = Collectives(Waker())
+        collectives.gen = Generation("p/", 1, members, name, groups[rank], "gloo")
+        reporter = _RankReports()
+        # no checkpoints: every member holds a state, none is read from the store
+        agreement = StateAgreement(collectives, held, None, reporter)  # type: ignore[arg-type]
         for step in range(3):  # the same three steps on every rank, as a group trains
-            r.trainer.apply(r.trainer.reduce_rows(r.trainer.local_gradients(step, 0, 1)))
-        r.step = 3
-        r.check.committed(3, r.trainer)
-        ranks.append(r)
+            held.trainer.apply(held.trainer.reduce_rows(held.trainer.local_gradients(step, 0, 1)))
+        held.commit(3)
+        ranks.append(_Rank(held, agreement, reporter))
     return ranks
 
 
@@ -558,7 +586,7 @@ def _params(r: Any) -> list[torch.Tensor]:
 
 def test_members_that_hold_the_state_they_committed_pass_the_check() -> None:
     ranks = _trio_ranks()
-    verdicts = _each(lambda r: r._verify("a test"), ranks)
+    verdicts = _each(lambda r: r.agreement.verify("a test"), ranks)
     assert [(v.repaired, v.source) for v in verdicts] == [((), None)] * 3
     assert all(r.reports == [] for r in ranks)
 
@@ -568,7 +596,7 @@ def test_a_member_holding_another_state_takes_a_vouched_one_and_says_so() -> Non
     with torch.no_grad():  # rank 0's weights changed after it committed step 3
         next(ranks[0].trainer.model.parameters()).add_(1e-3)
     assert not ranks[0].check.vouches(3, ranks[0].trainer)
-    verdicts = _each(lambda r: r._verify("a test"), ranks)
+    verdicts = _each(lambda r: r.agreement.verify("a test"), ranks)
     assert {(v.repaired, v.source) for v in verdicts} == {((0,), 1)}
     for a, b in zip(_params(ranks[0]), _params(ranks[1]), strict=True):
         assert torch.equal(a, b)
@@ -587,12 +615,12 @@ def test_an_exact_copy_of_a_vouched_state_is_vouched_for_by_whoever_took_it() ->
         for r in ranks[1:]:
             next(r.trainer.model.parameters()).add_(1e-3)
             r.check.forget()
-    _each(lambda r: r._send_state(0), ranks)
+    _each(lambda r: r.agreement.send_state(0), ranks)
     assert all(r.check.vouches(3, r.trainer) for r in ranks)
     # a copy of a state the sender does not vouch for is vouched for by nobody
     ranks = _trio_ranks()
     ranks[0].check.forget()
-    _each(lambda r: r._send_state(0), ranks)
+    _each(lambda r: r.agreement.send_state(0), ranks)
     assert not any(r.check.vouches(3, r.trainer) for r in ranks[1:])
 
 
@@ -618,7 +646,7 @@ def test_states_nobody_can_vouch_for_fail_the_check_on_every_member() -> None:
         r.check.forget()  # e.g. every member took its state from a peer that has gone
     with torch.no_grad():
         next(ranks[2].trainer.model.parameters()).mul_(1.5)
-    errors = _each(lambda r: r._verify("a test"), ranks)
+    errors = _each(lambda r: r.agreement.verify("a test"), ranks)
     assert all(isinstance(e, StateUnverified) for e in errors), errors
     assert "differ" in str(errors[0])
     assert "none of them holds a state it committed itself" in str(errors[0])

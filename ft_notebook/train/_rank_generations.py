@@ -1,0 +1,107 @@
+"""How one rank gets into each generation its plans name.
+
+:class:`RankGenerations` owns the forming of the rank's generations: a rendezvous on the
+cluster's TCPStore under the plan's prefix (interruptible by a newer plan), or a
+switch to the group the previous generation prepared without the one lost rank; the
+retiring of the generation it leaves; and the survivor groups built in the
+background while a generation trains. The generation the rank is in is
+``collectives.gen`` (:class:`~._collectives.Collectives`); only this object changes
+it while the rank runs.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from ft_notebook.train._groups import (
+    Generation,
+    PeerFailed,
+    Waker,
+    form_interruptibly,
+    make_group,
+)
+from ft_notebook.train._protocol import How, Phase, ReportKind
+
+if TYPE_CHECKING:
+    from ft_notebook.train._collectives import Collectives
+    from ft_notebook.train._protocol import Plan
+    from ft_notebook.train._rank_report import RankReporter
+
+
+class RankGenerations:
+    def __init__(
+        self,
+        collectives: Collectives,
+        waker: Waker,
+        name: str,
+        backend: str,
+        timeout_s: float,
+        reporter: RankReporter,
+    ) -> None:
+        self.collectives, self.waker, self.name = collectives, waker, name
+        self.backend, self.timeout_s, self.reporter = backend, timeout_s, reporter
+
+    def establish(self, plan: Plan) -> Generation:
+        """Make ``plan``'s generation the rank's; raises Interrupted, PeerFailed or
+        RendezvousTimeout (then the rank is in none)."""
+        gen = self.collectives.gen = self._make(plan)
+        return gen
+
+    def _make(self, plan: Plan) -> Generation:
+        old, timeout_s, log = self.collectives.gen, self.timeout_s, self.reporter.log
+        rank, world = plan.members.index(self.name), len(plan.members)
+        if plan.how is How.SURVIVE and old is not None and old.gen == plan.base and plan.lost:
+            group = old.survivor_group(plan.lost)
+            if group is not None:
+                log(f"generation {plan.gen}: switched to the prepared group without {plan.lost}")
+                old.survivors.pop(plan.lost, None)
+                old.retire(timeout_s)
+                return Generation(
+                    plan.prefix, plan.gen, plan.members, self.name, group, self.backend
+                )
+            raise PeerFailed(f"no prepared group of generation {plan.base} without {plan.lost}")
+        if old is not None:
+            old.retire(timeout_s)
+            self.collectives.gen = None
+        self.reporter.set_phase(Phase.RENDEZVOUS)
+        store = self.store(plan.store)
+        prefix, backend = plan.prefix, self.backend
+        group = form_interruptibly(
+            self.waker,
+            lambda: make_group(store, prefix, rank, world, backend, timeout_s),
+            f"rendezvous of generation {plan.gen}",
+            timeout_s,
+        )
+        log(f"generation {plan.gen}: rank {rank} of {world}")
+        return Generation(plan.prefix, plan.gen, plan.members, self.name, group, self.backend)
+
+    def prepare_survivors(self, plan: Plan, gen: Generation) -> None:
+        """Build ``gen``'s leave-one-out groups in the background; "prepared" is
+        reported for this generation, even when the build ends after it."""
+        gen_no = gen.gen
+
+        def report() -> None:
+            self.reporter.report(ReportKind.PREPARED, prepared_gen=gen_no)
+
+        gen.prepare_survivors(self.store(plan.store), self.timeout_s, report)
+
+    def store(self, address: tuple[str, int]) -> Any:
+        """A new client of the rendezvous store. One per rendezvous and per survivor
+        build: a client holds its lock while it waits for a key, so an abandoned
+        rendezvous must not share one with the next."""
+        import torch.distributed as dist
+
+        return dist.TCPStore(  # type: ignore[attr-defined]
+            address[0],
+            address[1],
+            None,
+            False,
+            timeout=datetime.timedelta(seconds=self.timeout_s),
+        )
+
+    def leave(self) -> None:
+        """The rank stops: retire the generation it is in."""
+        if self.collectives.gen is not None:
+            self.collectives.gen.retire(self.timeout_s)
+        self.collectives.gen = None

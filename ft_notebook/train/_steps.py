@@ -1,0 +1,159 @@
+"""The training steps of one rank, generation after generation.
+
+:class:`StepLoop` owns what happens from a generation's verified state to its last
+step: each step's gradients, their all-reduce and the commit, the streak of
+non-finite steps and the rollback it ends in, and rank 0's duties after a step (a due
+checkpoint, a background evaluation, throttled progress reports), then the end of
+the run (the last check, the final state and checkpoint). It lives as long as the
+rank's model does; the rank actor hands it each generation to train.
+
+A step is committed once its gradient reduction completed on this rank.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ft_notebook.train._eval import BackgroundEval
+from ft_notebook.train._groups import Interrupted
+from ft_notebook.train._protocol import Phase, ReportKind, plain
+
+if TYPE_CHECKING:
+    from ft_notebook.train._agreement import StateAgreement
+    from ft_notebook.train._collectives import Collectives
+    from ft_notebook.train._held_state import HeldState
+    from ft_notebook.train._protocol import Plan
+    from ft_notebook.train._rank_checkpoints import RankCheckpoints
+    from ft_notebook.train._rank_report import RankReporter
+    from ft_notebook.train._spec import FitSpec
+
+#: Rank 0 reports progress at most this often.
+_PROGRESS_EVERY_S = 0.25
+
+
+class StepLoop:
+    def __init__(
+        self,
+        spec: FitSpec,
+        held: HeldState,
+        collectives: Collectives,
+        agreement: StateAgreement,
+        checkpoints: RankCheckpoints,
+        reporter: RankReporter,
+        newer_plan: Callable[[], bool],
+    ) -> None:
+        self.spec, self.held, self.collectives = spec, held, collectives
+        self.agreement, self.checkpoints, self.reporter = agreement, checkpoints, reporter
+        self.newer_plan = newer_plan
+        self.evaluator: BackgroundEval | None = None  # rank 0's, once it evaluates
+        self._last_progress = 0.0
+        self._last_loss: Any = None
+        self._window: tuple[float, int] | None = None
+
+    def train(self, plan: Plan) -> None:
+        """Train ``plan``'s generation to the end, or raise Interrupted / PeerFailed."""
+        gen, held, report = self.collectives.current(), self.held, self.reporter.report
+        streak = 0
+        synced_step, first = held.step, True
+        self._window = (time.perf_counter(), held.step)
+        # held.trainer, not a copy: a rollback to the initial state builds a new one
+        while held.step < held.trainer.total_steps:
+            if self.newer_plan():
+                raise Interrupted("a newer plan")
+            step, trainer = held.step, held.trainer
+            if step in held.skip:
+                held.commit(step + 1)
+                continue
+            self.reporter.set_phase(Phase.COMPUTE)
+            buffer = trainer.local_gradients(step, gen.rank, gen.world, plan.parts)
+            self.reporter.set_phase(Phase.REDUCE)
+            self.collectives.allreduce(buffer, "SUM", f"the gradient reduction of step {step}")
+            loss, ok = trainer.apply(trainer.reduce_rows(buffer))
+            held.commit(step + 1)
+            if first and gen.rank == 0:  # the coordinator times recoveries by this
+                report(ReportKind.RESUMED, synced_step=synced_step)
+            first = False
+            if ok:
+                streak = 0
+            else:
+                streak += 1
+                held.nonfinite_total += 1
+                held.skip.add(step)
+                if gen.rank == 0:
+                    report(ReportKind.NONFINITE, at_step=step, streak=streak, loss=plain(loss))
+                if streak >= self.spec.nonfinite_limit:
+                    self._rollback(streak, plan)
+                    streak = 0
+                    continue
+            self._last_loss = plain(loss)
+            if gen.rank == 0:
+                # no checkpoint while a streak of non-finite steps goes on: a rollback
+                # must not land on the state it rolls back from
+                self._after_step(loss, checkpoint=streak == 0)
+
+    def _rollback(self, streak: int, plan: Plan) -> None:
+        """Too many non-finite steps in a row: back to the newest durable checkpoint
+        (or the initial state), keeping the offending steps marked to be skipped."""
+        held = self.held
+        skipped = sorted(held.skip)[-streak:]  # before a peer's state may replace them
+        came_from = self.checkpoints.roll_back()
+        # ranks may have read different checkpoints: agree on the newest
+        self.agreement.sync(plan.committed)
+        self.agreement.verify("a rollback")
+        self.reporter.log(f"{streak} non-finite steps in a row: rolled back to step {held.step}")
+        if self.collectives.current().rank == 0:
+            self.reporter.report(
+                ReportKind.ROLLBACK, to_step=held.step, from_step=came_from, skipped=skipped
+            )
+
+    def _after_step(self, loss: float, *, checkpoint: bool) -> None:
+        """Rank 0's duties after a committed step."""
+        held, spec, step = self.held, self.spec, self.held.step
+        self.checkpoints.after_step(checkpoint)
+        if spec.eval_fn is not None and spec.eval_every and step % spec.eval_every == 0:
+            if self.evaluator is None:
+                self.evaluator = BackgroundEval(
+                    spec.eval_fn, self.reporter.log, self.reporter.report
+                )
+            self.evaluator.start(step, held.trainer.model)
+        now = time.perf_counter()
+        if now - self._last_progress >= _PROGRESS_EVERY_S:
+            start, first = self._window or (now, step)
+            rate = (step - first) / (now - start) if now > start else 0.0
+            self._window = (now, step)
+            self._last_progress = now
+            self.reporter.report(
+                ReportKind.PROGRESS,
+                loss=plain(loss),
+                steps_per_s=round(rate, 3),
+                samples_per_s=round(rate * spec.batch_size, 1),
+                world=self.collectives.current().world,
+                epoch=step // held.trainer.steps_per_epoch,
+                lagging=self.checkpoints.durable.lagging,
+            )
+
+    def finish(self) -> bytes | None:
+        """The run's last step is committed: check the state, wait for the last
+        evaluation; rank 0 commits the final checkpoint, reports ``done`` and returns
+        the final state's bytes (kept on the worker whether the checkpoint commits or
+        not); the others return None."""
+        gen, held = self.collectives.current(), self.held
+        self.agreement.verify("the last step")  # never COMPLETED from a state nobody vouches for
+        self.reporter.set_phase(Phase.DONE)
+        if self.evaluator is not None:
+            self.evaluator.join()  # bounded: a hung eval_fn does not keep the run open
+        final = None
+        if gen.rank == 0:
+            final = held.to_bytes()
+            saved = self.checkpoints.final()
+            self.reporter.report(
+                ReportKind.DONE,
+                checkpoint=saved,
+                nonfinite_total=held.nonfinite_total,
+                epoch=held.step // held.trainer.steps_per_epoch,
+                loss=self._last_loss,
+            )
+        self.reporter.log(f"finished at step {held.step}")
+        return final
