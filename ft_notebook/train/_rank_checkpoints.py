@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ft_notebook.train._durable import DurableCheckpoints
 from ft_notebook.train._earlier import check_order
 from ft_notebook.train._protocol import ReportKind
+from ft_notebook.train._schedule import CheckpointSchedule
 
 if TYPE_CHECKING:
     from ft_notebook.train._held_state import HeldState
@@ -28,12 +29,20 @@ _STALL_WORTH_LOGGING_S = 0.05
 class RankCheckpoints:
     def __init__(self, spec: FitSpec, run: str, held: HeldState, reporter: RankReporter) -> None:
         self.spec, self.run, self.held, self.reporter = spec, run, held, reporter
+        #: When saves are due: every N steps, or the auto plan (see ._schedule)
+        self.schedule = CheckpointSchedule(
+            None if spec.checkpoint_auto else spec.checkpoint_every, spec.mtbf_s
+        )
+        #: step -> what its save cost training, and the plan made after it, until it commits
+        self._saved: dict[int, dict[str, Any]] = {}
         self.durable = DurableCheckpoints(
-            spec.store_url,
-            spec.store_keep,
-            run,
-            spec.checkpoint_every,
-            on_commit=lambda step: reporter.report(ReportKind.CHECKPOINT, checkpoint_step=step),
+            spec.store_url, spec.store_keep, run, spec.checkpoint_every, on_commit=self._committed
+        )
+
+    def _committed(self, step: int) -> None:
+        """A save committed (on the writer's thread): told with what it cost."""
+        self.reporter.report(
+            ReportKind.CHECKPOINT, checkpoint_step=step, **self._saved.pop(step, {})
         )
 
     def metadata(self) -> dict[str, Any]:
@@ -53,19 +62,36 @@ class RankCheckpoints:
     def after_step(self, checkpoint: bool) -> None:
         """Rank 0, after each committed step: a checkpoint if one is due (and
         ``checkpoint``), and, once, the first save's host memory made meanwhile."""
-        held, every = self.held, self.spec.checkpoint_every
+        held, every = self.held, self.schedule.every
         next_due = (held.step // every + 1) * every
         # once: the optimizer has its state now
         if next_due <= held.trainer.total_steps and self.durable.warm(held.trainer.state):
             self.reporter.log("preparing the first checkpoint's host memory in the background")
-        if checkpoint and held.step % every == 0:
+        if checkpoint and self.schedule.due(held.step):
             self.save()
+
+    #: The newest measured seconds per step (rank 0's progress window sets it).
+    step_time_s: float | None = None
 
     def save(self) -> None:
         """An asynchronous durable checkpoint; a failing store only delays the next."""
         # a commit is reported as it happens (DurableCheckpoints.on_commit), not here
         held, durable, log = self.held, self.durable, self.reporter.log
         _, error = durable.save(held.step, held.trainer.state, self.metadata())
+        if error is None:
+            planned = self.schedule.saved(held.step, durable.last_stall_s, self.step_time_s)
+            told: dict[str, Any] = {"stall_s": round(durable.last_stall_s, 6)}
+            if planned is not None:
+                made = planned.plan
+                told["plan"] = {
+                    "every_steps": planned.every,
+                    "step_time_s": round(planned.step_time_s, 6),
+                    "cost_s": round(made.cost, 6),
+                    "mtbf_s": made.mtbf,
+                    "interval_s": round(made.interval, 3),
+                    "waste": round(made.waste, 6),
+                }
+            self._saved[held.step] = told
         if durable.last_stall_s > _STALL_WORTH_LOGGING_S:  # e.g. pinned buffers allocated
             log(
                 f"checkpoint at step {held.step}: training paused "

@@ -12,6 +12,7 @@ A step is committed once its gradient reduction completed on this rank.
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,9 @@ class StepLoop:
         self._last_progress = 0.0
         self._last_loss: Any = None
         self._window: tuple[float, int] | None = None
+        #: a robust aggregator, since the last progress report: worker -> suspect steps
+        self._suspects: collections.Counter[str] = collections.Counter()
+        self._mean_steps = 0
 
     def train(self, plan: Plan) -> None:
         """Train ``plan``'s generation to the end, or raise Interrupted / PeerFailed."""
@@ -88,10 +92,29 @@ class StepLoop:
                     streak = 0
                     continue
             self._last_loss = plain(loss)
+            if gen.rank == 0 and trainer.aggregated is not None:
+                self._note_aggregate(trainer.aggregated, gen.members)
             if gen.rank == 0:
                 # no checkpoint while a streak of non-finite steps goes on: a rollback
                 # must not land on the state it rolls back from
                 self._after_step(loss, checkpoint=streak == 0)
+
+    def _note_aggregate(self, aggregated: Any, members: tuple[str, ...]) -> None:
+        """A robust aggregator's step: who was suspect, and whether the rule held."""
+        for r in aggregated.suspects:
+            self._suspects[members[r]] += 1
+        if not aggregated.held:
+            self._mean_steps += 1
+
+    def _robust_window(self) -> dict[str, Any]:
+        """What the progress report says of the aggregator since the last one."""
+        told: dict[str, Any] = {}
+        if self._suspects:
+            told["suspects"] = dict(self._suspects)
+        if self._mean_steps:
+            told["mean_steps"] = self._mean_steps
+        self._suspects, self._mean_steps = collections.Counter(), 0
+        return told
 
     def _rollback(self, streak: int, plan: Plan) -> None:
         """Too many non-finite steps in a row: back to the newest durable checkpoint
@@ -124,6 +147,9 @@ class StepLoop:
             rate = (step - first) / (now - start) if now > start else 0.0
             self._window = (now, step)
             self._last_progress = now
+            if rate > 0:
+                self.checkpoints.step_time_s = 1.0 / rate
+            robust = self._robust_window()
             self.reporter.report(
                 ReportKind.PROGRESS,
                 loss=plain(loss),
@@ -132,6 +158,7 @@ class StepLoop:
                 world=self.collectives.current().world,
                 epoch=step // held.trainer.steps_per_epoch,
                 lagging=self.checkpoints.durable.lagging,
+                **robust,
             )
 
     def finish(self) -> bytes | None:

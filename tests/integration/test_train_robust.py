@@ -27,6 +27,9 @@ def quartet() -> Iterator[Client]:
         yield client
 
 
+RUNS: dict[str, Any] = {}
+
+
 def accuracy(client: Client, tmp_path: Path, name: str, **kw: Any) -> float:
     problem, x_test, y_test = digits_problem()
     run = fit(
@@ -35,11 +38,11 @@ def accuracy(client: Client, tmp_path: Path, name: str, **kw: Any) -> float:
         cluster=client,
         name=name,
         store=str(tmp_path / name),
-        checkpoint_every=200,
         wait=True,
         timeout=300,
-        **kw,
+        **{"checkpoint_every": 200, **kw},
     )
+    RUNS[name] = run
     return accuracy_of(run.model(), x_test, y_test)
 
 
@@ -56,6 +59,12 @@ def test_the_median_holds_against_a_byzantine_worker_and_the_mean_does_not(
         assert good_again(quartet, "3")
     assert median >= clean - 0.05, f"median {median:.3f} against the honest {clean:.3f}"
     assert mean <= clean - 0.3, f"the attack failed: the mean reached {mean:.3f}"
+    # rank 0 names the bad worker, step after step, and hardly anyone else
+    suspects = RUNS["median-attacked"].info()["suspects"]
+    steps = RUNS["median-attacked"].info()["total_steps"]
+    assert suspects.get("3", 0) >= steps // 2, suspects
+    assert sum(n for w, n in suspects.items() if w != "3") <= steps // 10, suspects
+    assert any("suspects" in p for p in RUNS["median-attacked"].history)
 
 
 def test_a_rule_the_cluster_is_too_small_for_is_refused_before_anything_starts(
@@ -71,3 +80,15 @@ def test_a_rule_the_cluster_is_too_small_for_is_refused_before_anything_starts(
             aggregator="krum",
             wait=False,
         )
+
+
+def test_auto_checkpoints_plan_from_the_measured_save_cost(quartet: Client, tmp_path: Path) -> None:
+    accuracy(quartet, tmp_path, "auto", checkpoint_every="auto")
+    info = RUNS["auto"].info()
+    assert info["checkpoint_cost_s"] is not None
+    assert info["checkpoint_cost_s"] > 0
+    made = info["checkpoint_plan"]
+    assert made is not None, info["notes"]
+    assert made["mtbf_s"] == 6 * 3600
+    # Daly's interval, in steps of the run's own step time
+    assert made["every_steps"] == max(1, round(made["interval_s"] / made["step_time_s"]))
