@@ -157,7 +157,7 @@ def digits_problem(seed: int = 0) -> tuple[dict[str, Any], torch.Tensor, torch.T
     """``ft.fit`` keywords for scikit-learn's handwritten digits (8x8, 10 classes,
     shipped with scikit-learn), standardized, an MLP 64-64-10 with Adam: 1,500 images
     to train on, batches of 128; and the 297 left out (inputs, labels) to test on."""
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits  # type: ignore[import-untyped]
 
     x_np, y_np = load_digits(return_X_y=True)
     x = torch.tensor(x_np, dtype=torch.float32)
