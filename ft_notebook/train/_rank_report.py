@@ -55,6 +55,8 @@ class RankReporter:
         msg = Report(self.run, self.name, kind, gen, step, time.time(), data)
         try:
             self.worker.log_event(REPORT_TOPIC, msg.to_wire())
+        except (TypeError, ValueError):  # refused: a bug, and the coordinator never hears
+            logger.error("the %s report was refused by the event log", kind, exc_info=True)
         except Exception:  # the worker is closing: nobody is left to tell
             logger.debug("could not report %s", kind, exc_info=True)
 

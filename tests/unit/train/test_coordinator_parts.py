@@ -16,9 +16,6 @@ from ft_notebook.train._reports import check_covers
 pytestmark = pytest.mark.unit
 
 TRAIN = Path(ft_notebook.train.__file__).parent
-#: The rank side's mixins, split by another change: expected to fail until it lands
-#: (not strict: it then shows as XPASS; take the name out of this set then).
-RANK_SIDE = {"_rank_state.py"}
 
 
 def test_every_report_kind_has_a_handler() -> None:
@@ -56,15 +53,7 @@ def _stubbed_methods(path: Path) -> list[str]:
 
 @pytest.mark.parametrize(
     "module",
-    [
-        pytest.param(
-            p.name,
-            marks=pytest.mark.xfail(reason="the rank side is split in another change")
-            if p.name in RANK_SIDE
-            else (),
-        )
-        for p in sorted(TRAIN.glob("*.py"))
-    ],
+    [p.name for p in sorted(TRAIN.glob("*.py"))],
 )
 def test_no_class_declares_methods_of_another_under_type_checking(module: str) -> None:
     assert _stubbed_methods(TRAIN / module) == [], (

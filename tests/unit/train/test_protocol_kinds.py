@@ -39,3 +39,19 @@ def test_a_report_reaches_the_event_log_as_plain_values() -> None:
     assert type(wire["kind"]) is str
     assert type(wire["data"]["how"]) is str
     assert wire["data"] == {"how": "survive", "world": 2}
+
+
+def test_a_report_the_event_log_refuses_is_an_error_not_a_debug_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The synced reports lost to a refused enum were logged at debug level only."""
+    from ft_notebook.train._rank_report import RankReporter
+
+    class Refusing:
+        def log_event(self, topic: str, msg: object) -> None:
+            raise TypeError("msg must be of type str, int, float, list or dict")
+
+    reporter = RankReporter("r", "0", "inc", Refusing(), lambda: (1, 0))
+    with caplog.at_level("DEBUG", logger="ft_notebook"):
+        reporter.report(ReportKind.SYNCED, world=2)
+    assert [r.levelname for r in caplog.records if "refused" in r.getMessage()] == ["ERROR"]
