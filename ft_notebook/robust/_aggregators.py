@@ -86,10 +86,7 @@ class Median(Aggregator):
         return 2 * self.f < n
 
     def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
-        ordered = _sorted_extremes_last(grads)
-        n = grads.shape[0]
-        middle = ordered[(n - 1) // 2 : n // 2 + 1]
-        return middle.mean(dim=0)
+        return _middle(grads, (grads.shape[0] - 1) // 2).mean(dim=0)
 
 
 class TrimmedMean(Aggregator):
@@ -103,8 +100,7 @@ class TrimmedMean(Aggregator):
         return 2 * self.f < n
 
     def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
-        n = grads.shape[0]
-        return _sorted_extremes_last(grads)[self.f : n - self.f].mean(dim=0)
+        return _middle(grads, self.f).mean(dim=0)
 
 
 class GeometricMedian(Aggregator):
@@ -227,12 +223,15 @@ class CenteredClipping(Aggregator):
 
     def aggregate(self, grads: torch.Tensor) -> torch.Tensor:
         v = torch.zeros_like(grads[0]) if self.center is None else self.center
-        bad = _bad_rows(grads)
-        rows = grads[~bad] if bad.any() else grads  # a non-finite row moves nothing
         n = grads.shape[0]
         for _ in range(self.iterations):
-            differences = rows - v
+            differences = grads - v
             norms = torch.linalg.vector_norm(differences, dim=1)
+            # a row with a NaN or an infinity (its distance is not finite) moves
+            # nothing: told from the norms, so finite steps pay no extra pass
+            finite = torch.isfinite(norms)
+            if not bool(finite.all()):
+                differences, norms = differences[finite], norms[finite]
             tau = norms.median() if self.tau == "auto" else self.tau
             scale = torch.clamp(tau / norms, max=1.0)  # a zero norm: inf, clamped to 1
             v = v + (scale @ differences) / n
@@ -267,10 +266,39 @@ class NearestNeighborMixing(Aggregator):
         return self.inner.aggregate(self.mix(grads))
 
 
-def _sorted_extremes_last(grads: torch.Tensor) -> torch.Tensor:
-    """Each column sorted; torch sorts NaN after +inf, so a NaN is trimmed as the
-    largest value (at most f rows are bad: the top trim of f drops every NaN)."""
-    return grads.sort(dim=0).values
+#: The most compare-exchanges :func:`_middle` makes before sorting is cheaper: each is
+#: two elementwise passes over d values, where sorting columns of n costs about
+#: 30 passes at n = 8 (measured on 2 cores, d = 1e6).
+_MOST_EXCHANGES = 64
+
+
+def _middle(grads: torch.Tensor, k: int) -> torch.Tensor:
+    """Per coordinate, the n − 2k values left once the k smallest and the k largest
+    are dropped (in no particular order), as a ``(n - 2k, d)`` tensor.
+
+    For few workers, k bubble passes from each end (a compare-exchange is an
+    elementwise min and max of two rows: contiguous, vectorised, no index bookkeeping)
+    are several times faster than sorting each column of n values; otherwise each
+    column is sorted. A NaN counts as +inf either way (torch sorts NaN after +inf, and
+    min/max would spread it), so at most f bad rows are all trimmed at the top."""
+    n = grads.shape[0]
+    if k == 0:
+        return grads
+    if not bool(torch.isfinite(grads.sum())):
+        grads = grads.nan_to_num(nan=torch.inf, posinf=torch.inf, neginf=-torch.inf)
+    if 2 * k * (n - 1) > _MOST_EXCHANGES:
+        return grads.sort(dim=0).values[k : n - k]
+    rows = list(grads.unbind(0))
+    for p in range(k):
+        for i in range(p, n - 1 - p):  # the largest left goes to the bottom
+            rows[i], rows[i + 1] = torch.minimum(rows[i], rows[i + 1]), torch.maximum(
+                rows[i], rows[i + 1]
+            )
+        for i in range(n - 2 - p, p, -1):  # the smallest left goes to the top
+            rows[i - 1], rows[i] = torch.minimum(rows[i - 1], rows[i]), torch.maximum(
+                rows[i - 1], rows[i]
+            )
+    return torch.stack(rows[k : n - k])
 
 
 def _bad_rows(grads: torch.Tensor) -> torch.Tensor:

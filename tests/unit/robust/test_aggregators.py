@@ -149,6 +149,34 @@ def test_a_non_finite_row_moves_no_robust_rule(rule: str, bad: float) -> None:
         assert torch.allclose(got, others.mean(dim=0), atol=1e-6)
 
 
+@pytest.mark.parametrize("path", ["exchanges", "sort"])
+def test_the_trim_keeps_what_a_column_sort_keeps(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trimmed mean and the median drop the same values as sorting each column
+    would (NaN counted as +inf), by compare-exchanges or by a sort, on random n and
+    k with ties, NaN and infinities in the rows."""
+    from ft_notebook.robust import _aggregators
+
+    monkeypatch.setattr(_aggregators, "_MOST_EXCHANGES", 10**6 if path == "exchanges" else -1)
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n = int(rng.integers(3, 13))
+        f = int(rng.integers(0, (n - 1) // 2 + 1))
+        x = torch.from_numpy(rng.integers(-3, 4, size=(n, 40)).astype(np.float32))  # ties
+        for _bad in range(int(rng.integers(0, f + 1))):  # at most f bad values per column
+            row, col = int(rng.integers(n)), int(rng.integers(40))
+            x[row, col] = float(rng.choice([np.nan, np.inf, -np.inf]))
+        ordered = x.nan_to_num(nan=torch.inf).sort(dim=0).values
+        want = ordered[f : n - f].mean(dim=0)
+        got = aggregator("trimmed-mean", f)(x)
+        assert torch.equal(got, want) or torch.allclose(got, want, atol=1e-6, equal_nan=True), (
+            n, f, got - want,
+        )
+        median = ordered[(n - 1) // 2 : n // 2 + 1].mean(dim=0)
+        assert torch.allclose(aggregator("median", f)(x), median, atol=1e-6, equal_nan=True)
+
+
 def test_the_mean_takes_a_nan_in() -> None:
     x = torch.randn(4, 3)
     x[0, 0] = float("nan")
