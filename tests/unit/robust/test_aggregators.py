@@ -117,6 +117,29 @@ def test_ties_go_to_the_lowest_index() -> None:
     assert aggregator("krum", 1)(same).tolist() == [1.0, 1.0, 1.0]
 
 
+def test_krum_s_distances_are_float64_exact_on_long_rows_with_close_and_equal_ones() -> None:
+    """Krum and NNM rank rows by their distances: at d = 1e6, float32 ``cdist`` is
+    5e-4 off, enough to reorder close scores. Ours must agree with float64 ``cdist``,
+    with an equal pair exactly at 0 and a non-finite row infinitely far."""
+    from ft_notebook.robust._aggregators import _squared_distances
+
+    g = torch.Generator().manual_seed(7)
+    rows = torch.randn(6, 1_000_000, generator=g)
+    rows[1] = rows[0] + 1e-3 * torch.randn(1_000_000, generator=g)  # close
+    rows[3] = rows[2]  # equal
+    exact = torch.cdist(rows.double(), rows.double()).pow(2)
+    ours = _squared_distances(rows)
+    assert ours.dtype == torch.float64
+    assert ours[2, 3] == 0.0 and ours[3, 2] == 0.0
+    off = ((ours - exact).abs() / exact.clamp_min(1e-300)).fill_diagonal_(0.0)
+    off[2, 3] = off[3, 2] = 0.0
+    assert off.max().item() < 1e-6
+    rows[4, 17] = torch.nan
+    broken = _squared_distances(rows)
+    assert torch.isinf(broken[4, [0, 1, 2, 3, 5]]).all() and broken[4, 4] == 0.0
+    assert torch.isfinite(broken[[0, 1, 2, 3, 5]][:, [0, 1, 2, 3, 5]]).all()
+
+
 def test_the_geometric_median_resists_one_far_row() -> None:
     x = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1e6, 1e6]])
     centre = aggregator("geometric-median", 1, iterations=50, nu=1e-6)(x)
