@@ -37,7 +37,14 @@ def add_parsers(add: Any) -> None:
     p.add_argument(
         "--attack",
         default="sign-flip",
-        help="for byzantine: sign-flip, scaled, gaussian or bit-flip (default: sign-flip)",
+        help="for byzantine: sign-flip, scaled, gaussian, bit-flip, alie or ipm "
+        "(default: sign-flip); alie and ipm compute the honest gradients",
+    )
+    p.add_argument(
+        "--z",
+        type=float,
+        help="for --attack alie: standard deviations moved (default: the paper's, "
+        "0 on 4 workers; ByzFL uses 1.5)",
     )
     p.add_argument("--name", default="default", help="which of your clusters (default: default)")
 
@@ -114,8 +121,11 @@ class ClusterCommands:
         attack = "nan" if args.action == "nan" else args.attack
         if attack not in CHAOS_ATTACKS:
             raise _usage(f"--attack must be one of {', '.join(CHAOS_ATTACKS[:-1])}")
+        if args.z is not None and attack != "alie":
+            raise _usage("--z is for --attack alie")
+        params = {} if args.z is None else {"z": args.z}
         try:
-            name = byzantine_worker(self.client(args.name), args.worker, attack)
+            name = byzantine_worker(self.client(args.name), args.worker, attack, **params)
         except AggregationError as e:
             raise _usage(str(e)) from None
         print(

@@ -291,12 +291,14 @@ def _middle(grads: torch.Tensor, k: int) -> torch.Tensor:
     rows = list(grads.unbind(0))
     for p in range(k):
         for i in range(p, n - 1 - p):  # the largest left goes to the bottom
-            rows[i], rows[i + 1] = torch.minimum(rows[i], rows[i + 1]), torch.maximum(
-                rows[i], rows[i + 1]
+            rows[i], rows[i + 1] = (
+                torch.minimum(rows[i], rows[i + 1]),
+                torch.maximum(rows[i], rows[i + 1]),
             )
         for i in range(n - 2 - p, p, -1):  # the smallest left goes to the top
-            rows[i - 1], rows[i] = torch.minimum(rows[i - 1], rows[i]), torch.maximum(
-                rows[i - 1], rows[i]
+            rows[i - 1], rows[i] = (
+                torch.minimum(rows[i - 1], rows[i]),
+                torch.maximum(rows[i - 1], rows[i]),
             )
     return torch.stack(rows[k : n - k])
 

@@ -41,16 +41,20 @@ def gaussian(std: float = 200.0, seed: int = 0) -> Attack:
     return attack
 
 
-def alie(n: int, f: int) -> Attack:
-    """A Little Is Enough (Baruch et al., 2019): the honest mean moved by z standard
-    deviations per coordinate, z the largest that still looks honest to a majority."""
+def alie(n: int, f: int, z: float | None = None) -> Attack:
+    """A Little Is Enough (Baruch et al., 2019): the honest mean moved by ``z`` standard
+    deviations per coordinate. By default z is the paper's, the largest that still
+    looks honest to a majority; it is 0 (no attack) for n = 4, f = 1, where ByzFL's
+    default factor of 1.5 is the usual choice."""
     if not 0 < f < n:
         raise AggregationError(f"ALIE needs 0 < f < n, got n={n}, f={f}.")
-    s = n // 2 + 1 - f
-    z = NormalDist().inv_cdf((n - s) / n) if s < n else 0.0
+    if z is None:
+        s = n // 2 + 1 - f
+        z = NormalDist().inv_cdf((n - s) / n) if s < n else 0.0
+    shift = float(z)
 
     def attack(honest: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
-        return honest.mean(dim=0) - z * honest.std(dim=0, unbiased=honest.shape[0] > 1)
+        return honest.mean(dim=0) - shift * honest.std(dim=0, unbiased=honest.shape[0] > 1)
 
     return attack
 
@@ -84,7 +88,7 @@ def attack(name: str, n: int, f: int, **params: float) -> Attack:
     if name == "scaled":
         return scaled(**params)
     if name == "alie":
-        return alie(n, f)
+        return alie(n, f, **params)
     if name == "ipm":
         return inner_product_manipulation(**params)
     if name == "bit-flip":

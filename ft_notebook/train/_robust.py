@@ -9,11 +9,13 @@ every rank applies the rule to the same rows in the same order. The rules are
 deterministic (ties go to the lowest rank), so the replicas stay identical.
 
 A rank's row is what it sends: a worker turned bad by ``%ft chaos byzantine``
-(:func:`turn_bad`) sends its attack instead of its gradient. Only attacks that need
-nothing but the attacker's own gradient can run on a real cluster (sign flip,
-scaled, Gaussian, bit flip, NaN): ALIE and inner-product manipulation assume an
-attacker that knows the honest gradients, which the simulated grid of
-``benchmarks/bench_robust.py`` gives them.
+(:func:`turn_bad`) sends its attack instead of its gradient. Sign flip, scaled,
+Gaussian, bit flip and NaN need only the attacker's own gradient. ALIE and
+inner-product manipulation assume an attacker that knows the honest gradients of the
+step: a bad worker holds the model, the data and the step's sample order as every
+rank does, so it computes them, each other rank's slice in backward passes of its
+own (:meth:`Trainer.honest_rows`): the strong, omniscient attacker of their papers,
+for the price of a step world times as long on the bad worker.
 
 When workers are lost and the rule's condition fails for the world left
 (``on_violation``): ``"stall"`` (the default) raises the run's ``min_workers`` to
@@ -30,8 +32,10 @@ from typing import Any
 
 from ft_notebook.exceptions import AggregationError, TrainingError
 
-#: Attacks a bad worker can make from its own gradient alone.
-CHAOS_ATTACKS = ("sign-flip", "scaled", "gaussian", "bit-flip", "nan")
+#: Attacks a worker turned bad can make ("nan" last: ``%ft chaos nan`` names it).
+CHAOS_ATTACKS = ("sign-flip", "scaled", "gaussian", "bit-flip", "alie", "ipm", "nan")
+#: Those that need the step's honest gradients, which the bad worker computes.
+KNOWING_ATTACKS = ("alie", "ipm")
 #: How many times the typical row's length a row must be to be reported as suspect.
 _SUSPECT_LENGTH = 10.0
 
@@ -109,26 +113,45 @@ def _suspects(grads: Any, combined: Any) -> tuple[int, ...]:
 # ---- a worker turned bad (%ft chaos byzantine / nan; %ft chaos resume)
 
 _BAD_LOCK = threading.Lock()
-_BAD: dict[str, Any] = {}  # "attack" -> the attack function, "name" -> its name
+_BAD: dict[str, Any] = {}  # "make": world size -> the attack function; "name", "knows"
 
 
 def turn_bad(attack: str, dask_worker: Any = None, **params: float) -> str:
     """From now on this worker's ranks send ``attack`` instead of their gradients (an
-    RPC: ``client.run(turn_bad, ...)``)."""
+    RPC: ``client.run(turn_bad, ...)``). ``params`` go to the attack (ALIE's ``z``,
+    IPM's ``epsilon``, sign flip's ``scale``, ...)."""
     from ft_notebook.robust import attack as make
 
     _check_attack(attack)
+    make(attack, n=2, f=1, **params)  # a bad parameter fails here, not in a step
+    if attack in KNOWING_ATTACKS:  # made for the world of each step (ALIE's z needs n)
+
+        def for_world(n: int) -> Any:
+            return make(attack, n=n, f=1, **params)
+
+    else:  # made once: Gaussian noise goes on from its generator's state
+        made = make(attack, n=1, f=1, **params)
+
+        def for_world(n: int) -> Any:
+            return made
+
     with _BAD_LOCK:
-        _BAD.update(attack=make(attack, n=1, f=1, **params), name=attack)
+        _BAD.clear()
+        _BAD.update(make=for_world, name=attack, knows=attack in KNOWING_ATTACKS)
     return attack
+
+
+def knows_the_honest() -> bool:
+    """Whether this worker is bad with an attack that needs the honest gradients."""
+    with _BAD_LOCK:
+        return bool(_BAD.get("knows"))
 
 
 def _check_attack(attack: str) -> None:
     if attack not in CHAOS_ATTACKS:
         raise AggregationError(
             f"attack {attack!r} cannot run on a worker: one of {', '.join(CHAOS_ATTACKS)} "
-            f"(ALIE and IPM need the honest gradients; benchmarks/bench_robust.py simulates "
-            f"them)."
+            f"(label flip is a data attack; benchmarks/bench_robust.py simulates it)."
         )
 
 
@@ -140,15 +163,18 @@ def turn_good(dask_worker: Any = None) -> bool:
     return was
 
 
-def byzantine_worker(client: Any, worker: str, attack: str = "sign-flip") -> str:
+def byzantine_worker(client: Any, worker: str, attack: str = "sign-flip", **params: float) -> str:
     """Turn the worker named ``worker`` (or ``"random"``) bad: its ranks send
-    ``attack`` from now on (``%ft chaos byzantine|nan``); returns its name."""
+    ``attack`` (made with ``params``) from now on (``%ft chaos byzantine|nan``);
+    returns its name."""
     from ft_notebook.cluster._remote import scheduler_workers
     from ft_notebook.cluster.chaos import choose
+    from ft_notebook.robust import attack as make
 
     _check_attack(attack)  # here, before any worker is touched
+    make(attack, n=2, f=1, **params)
     chosen = choose(client.run_on_scheduler(scheduler_workers), worker, None)
-    client.run(turn_bad, attack, workers=[chosen["address"]])
+    client.run(turn_bad, attack, workers=[chosen["address"]], **params)
     return str(chosen["name"])
 
 
@@ -161,14 +187,25 @@ def good_again(client: Any, worker: str) -> bool:
     return bool(client.run(turn_good, workers=[chosen["address"]]).get(chosen["address"]))
 
 
-def sent(own: Any) -> Any:
+def sent(own: Any, world: int = 1, honest: Any = None, share: float = 1.0) -> Any:
     """What this worker sends for its honest gradient ``own``: the attack, if bad
-    (made on the float32 gradient a GPU or a bad rank would hold)."""
+    (made on the float32 gradient a GPU or a bad rank would hold).
+
+    ``own`` is this rank's gradient weighted by ``share``, its samples' part of what
+    the buffer sums (1 for a robust rule's row of mean gradients). ``honest``: the
+    other ranks' mean gradients of the step, ``(world - 1, d)``, for an attack that
+    needs them (ALIE, IPM); it is made in mean-gradient units and sent weighted by
+    ``share``, like the gradient it replaces."""
     import torch
 
     with _BAD_LOCK:
-        attack = _BAD.get("attack")
-    if attack is None:
+        make, knows = _BAD.get("make"), bool(_BAD.get("knows"))
+    if make is None:
         return own
     own32 = own.to(torch.float32)
-    return attack(own32.unsqueeze(0), own32).to(own.dtype)
+    if not knows:
+        return make(world)(own32.unsqueeze(0), own32).to(own.dtype)
+    if honest is None or len(honest) == 0 or share == 0:
+        return own  # alone, or nothing of its own to replace: there is no one to imitate
+    fake = make(world)(honest.to(own.device, torch.float32), own32 / share)
+    return (fake * share).to(own.dtype)

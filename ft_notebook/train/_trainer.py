@@ -114,25 +114,28 @@ class Trainer:
         puts its attack in place of its gradients (:func:`._robust.sent`)."""
         import torch
 
-        from ft_notebook.train._robust import sent
+        from ft_notebook.train._robust import knows_the_honest, sent
 
         indices = self.step_indices(step)
         n = len(indices)
         slices = self.slices(n, rank, world, parts)
+        # first: the plain path's own buffer is the gradient views these passes reuse
+        honest = self.honest_rows(indices, step, rank, world, parts) if knows_the_honest() else None
         if self.spec.aggregator is not None:
-            return self._own_row(indices, slices, step, rank, world)
+            return self._own_row(indices, slices, step, rank, world, honest)
+        share = sum(hi - lo for _, lo, hi in slices) / n
         if self.spec.deterministic:
             chunks = len(split_chunks(n, self.spec.chunk))
             rows = torch.zeros(chunks, self.numel + 1, dtype=torch.float64, device=self.device)
             for c, lo, hi in slices:
                 self._backward(indices[lo:hi], (hi - lo) / n, step, c, rows[c])
-                rows[c, :-1] = sent(rows[c, :-1])
+                rows[c, :-1] = sent(rows[c, :-1], world, honest, (hi - lo) / n)
             return rows
         if not self.spec.float64_sums:
             flat = self._flat_gradients()
             for slot, lo, hi in slices:
                 self._backward(indices[lo:hi], (hi - lo) / n, step, slot, flat)
-            flat[:-1] = sent(flat[:-1])
+            flat[:-1] = sent(flat[:-1], world, honest, share)
             return flat
         if self._total is None:  # the float64 buffer the parts are summed in, all-reduced
             self._total = torch.empty(self.numel + 1, dtype=torch.float64, device=self.device)
@@ -147,8 +150,30 @@ class Trainer:
                 written = True
         if not written:  # every part of this rank was empty (a short last batch)
             total.zero_()
-        total[:-1] = sent(total[:-1])
+        total[:-1] = sent(total[:-1], world, honest, share)
         return total
+
+    def honest_rows(
+        self, indices: np.ndarray, step: int, rank: int, world: int, parts: int = 0
+    ) -> Any:
+        """The mean gradient of every other rank's slice of the step, ``(world - 1, d)``
+        in float64, computed here as those ranks compute them (the same slots, seeds
+        and order): what an attacker that knows the honest gradients (ALIE, IPM) uses."""
+        import torch
+
+        rows = []
+        for other in range(world):
+            slices = self.slices(len(indices), other, world, parts)
+            samples = sum(hi - lo for _, lo, hi in slices)
+            if other == rank or samples == 0:
+                continue
+            row = torch.zeros(self.numel, dtype=torch.float64, device=self.device)
+            for slot, lo, hi in slices:
+                flat = self._flat_gradients()
+                self._backward(indices[lo:hi], (hi - lo) / samples, step, slot, flat)
+                row += flat[:-1]
+            rows.append(row)
+        return torch.stack(rows) if rows else None
 
     def _own_row(
         self,
@@ -157,10 +182,12 @@ class Trainer:
         step: int,
         rank: int,
         world: int,
+        honest: Any = None,
     ) -> Any:
         """A robust aggregator's buffer (see :mod:`._robust`): this rank's mean gradient
         over its own samples (and its loss) in row ``rank``, zeros in the others' rows;
-        what a bad worker sends instead, when this worker was turned bad."""
+        what a bad worker sends instead, when this worker was turned bad (``honest``:
+        the others' rows, for an attack that needs them)."""
         import torch
 
         from ft_notebook.train._robust import sent
@@ -172,7 +199,7 @@ class Trainer:
             flat = self._flat_gradients()
             self._backward(indices[lo:hi], (hi - lo) / own, step, slot, flat)
             row += flat
-        row[:-1] = sent(row[:-1])
+        row[:-1] = sent(row[:-1], world, honest)
         return rows
 
     def slices(self, n: int, rank: int, world: int, parts: int = 0) -> list[tuple[int, int, int]]:

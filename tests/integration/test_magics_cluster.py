@@ -64,7 +64,13 @@ def test_cluster_up_chaos_kill_and_down_from_magics(nb: KernelSession) -> None:
         "print(sorted({x.tier.value for x in a}), svc.router.counts['failed'])"
     ).check()
     assert answers.stdout.strip().endswith(" 0"), answers.stdout  # nothing failed
-    for wrong in ("%ft chaos slow 0 --ms 5", "%ft chaos slow replica:m/0", "%ft chaos kill m/"):
+    for wrong in (
+        "%ft chaos slow 0 --ms 5",
+        "%ft chaos slow replica:m/0",
+        "%ft chaos kill m/",
+        "%ft chaos byzantine 0 --attack label-flip",  # a data attack: no worker makes it
+        "%ft chaos byzantine 0 --z 1.5",  # --z is ALIE's
+    ):
         refused = nb.execute(wrong + " --name magic")
         assert refused.status == "error", wrong
         assert refused.error_name in ("UsageError", "ServeError", "ClusterError"), wrong

@@ -130,13 +130,15 @@ def test_krum_s_distances_are_float64_exact_on_long_rows_with_close_and_equal_on
     exact = torch.cdist(rows.double(), rows.double()).pow(2)
     ours = _squared_distances(rows)
     assert ours.dtype == torch.float64
-    assert ours[2, 3] == 0.0 and ours[3, 2] == 0.0
+    assert ours[2, 3] == 0.0
+    assert ours[3, 2] == 0.0
     off = ((ours - exact).abs() / exact.clamp_min(1e-300)).fill_diagonal_(0.0)
     off[2, 3] = off[3, 2] = 0.0
     assert off.max().item() < 1e-6
     rows[4, 17] = torch.nan
     broken = _squared_distances(rows)
-    assert torch.isinf(broken[4, [0, 1, 2, 3, 5]]).all() and broken[4, 4] == 0.0
+    assert torch.isinf(broken[4, [0, 1, 2, 3, 5]]).all()
+    assert broken[4, 4] == 0.0
     assert torch.isfinite(broken[[0, 1, 2, 3, 5]][:, [0, 1, 2, 3, 5]]).all()
 
 
@@ -194,7 +196,9 @@ def test_the_trim_keeps_what_a_column_sort_keeps(
         want = ordered[f : n - f].mean(dim=0)
         got = aggregator("trimmed-mean", f)(x)
         assert torch.equal(got, want) or torch.allclose(got, want, atol=1e-6, equal_nan=True), (
-            n, f, got - want,
+            n,
+            f,
+            got - want,
         )
         median = ordered[(n - 1) // 2 : n // 2 + 1].mean(dim=0)
         assert torch.allclose(aggregator("median", f)(x), median, atol=1e-6, equal_nan=True)

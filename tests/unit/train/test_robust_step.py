@@ -34,12 +34,14 @@ def _spec(rule: Any, **kw: Any) -> FitSpec:
     )
 
 
-def _gathered(spec: FitSpec, step: int, bad: int | None = None) -> tuple[Trainer, torch.Tensor]:
+def _gathered(
+    spec: FitSpec, step: int, bad: int | None = None, attack: str = "sign-flip", **params: float
+) -> tuple[Trainer, torch.Tensor]:
     trainers = [Trainer(spec, CPU) for _ in range(WORLD)]
     rows = []
     for rank, t in enumerate(trainers):
         if rank == bad:
-            turn_bad("sign-flip")
+            turn_bad(attack, **params)
         rows.append(t.local_gradients(step, rank, WORLD))
         turn_good()
     return trainers[0], sum(rows)  # what the SUM all-reduce of zero-padded rows gives
@@ -75,6 +77,45 @@ def test_a_bad_worker_is_bounded_by_the_median_and_named_but_moves_the_mean() ->
     assert trainer.aggregated.suspects == (2,)
     mean = rows[:, :-1].mean(dim=0)
     assert float(torch.nn.functional.cosine_similarity(mean, honest.mean(dim=0), dim=0)) < 0
+
+
+@pytest.mark.parametrize("rule", ["median", "centered-clipping"])
+def test_a_bad_worker_running_alie_or_ipm_sends_it_from_the_honest_gradients_of_the_step(
+    rule: str,
+) -> None:
+    """ALIE and IPM know the honest gradients: the bad rank computes the others' slices
+    itself. The reference: each honest rank's gradient by plain autograd on a fresh model."""
+    spec = _spec(rule)
+    honest = torch.stack([_own_gradient(spec, 2, r) for r in (0, 2)])
+    _, rows = _gathered(spec, step=2, bad=1, attack="alie", z=1.5)
+    alie = honest.mean(dim=0) - 1.5 * honest.std(dim=0)
+    assert torch.allclose(rows[1, :-1], alie, rtol=1e-5, atol=1e-7)
+    assert torch.allclose(rows[[0, 2], :-1], honest, rtol=1e-6, atol=1e-9)  # the others: honest
+    _, rows = _gathered(spec, step=2, bad=1, attack="ipm", epsilon=0.5)
+    assert torch.allclose(rows[1, :-1], -0.5 * honest.mean(dim=0), rtol=1e-5, atol=1e-7)
+
+
+def test_alie_under_the_mean_replaces_the_bad_rank_s_share_of_the_sum() -> None:
+    """Under the mean the buffers are summed, each rank's weighted by its samples'
+    share: the bad rank's part is its share of the ALIE vector."""
+    spec = _spec("mean")
+    honest = torch.stack([_own_gradient(spec, 1, r) for r in (0, 2)])
+    t = Trainer(spec, CPU)
+    turn_bad("alie", z=1.5)
+    sent = t.local_gradients(1, 1, WORLD).clone()
+    turn_good()
+    lo, hi = split(len(t.step_indices(1)), WORLD)[1]
+    share = (hi - lo) / len(t.step_indices(1))
+    alie = honest.mean(dim=0) - 1.5 * honest.std(dim=0)
+    assert torch.allclose(sent[:-1].double(), share * alie, rtol=1e-4, atol=1e-7)
+
+
+def test_a_worker_alone_with_alie_has_no_one_to_imitate_and_sends_its_own() -> None:
+    spec = _spec("mean")
+    t = Trainer(spec, CPU)
+    own = t.local_gradients(0, 0, 1).clone()
+    turn_bad("alie")
+    assert torch.equal(Trainer(spec, CPU).local_gradients(0, 0, 1), own)
 
 
 def test_too_few_workers_for_the_rule_stall_or_fall_back_to_the_mean_as_asked() -> None:
