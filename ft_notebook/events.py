@@ -301,6 +301,12 @@ class RunProgress(EventPayload):
     #: One dict per worker of the run: name, state ("training", "waiting", "lost",
     #: "hung"), heartbeat_age_s, rss, gpu (NVML memory and utilisation, if any).
     workers: tuple[dict[str, Any], ...] = ()
+    #: A robust aggregator's, so far: worker -> the steps its gradient was suspect in
+    #: (against the step taken, non-finite, or an order of magnitude too long).
+    suspects: dict[str, int] = field(default_factory=dict)
+    #: Steps trained with the mean because the rule's condition failed
+    #: (``on_violation="mean"``), so far.
+    mean_steps: int = 0
 
 
 @event_kind("step-skipped")

@@ -126,6 +126,10 @@ class RunView:
     loss: float | None = None
     samples_per_s: float | None = None
     eta_s: float | None = None
+    #: A robust aggregator's so far: worker -> steps its gradient was suspect in, and
+    #: the steps trained with the mean because the rule's condition failed.
+    suspects: Mapping[str, int] = field(default_factory=dict)
+    mean_steps: int = 0
     #: The newest committed checkpoint: its step and the time of its event.
     checkpoint_step: int | None = None
     checkpoint_time: float | None = None
@@ -181,6 +185,8 @@ def _progressed(view: RunView, p: RunProgress, e: Event) -> RunView:
         loss=p.loss if isinstance(p.loss, (int, float)) else None,
         samples_per_s=p.samples_per_s,
         eta_s=p.eta_s,
+        suspects=dict(p.suspects or {}),
+        mean_steps=int(p.mean_steps or 0),
     )
 
 

@@ -51,6 +51,8 @@ class ProgressPublisher:
                 eta_s=round(eta, 1) if eta is not None and not record.finished else None,
                 state=record.state.value,
                 workers=workers,
+                suspects=dict(record.suspects),
+                mean_steps=record.mean_steps,
             ),
         )
 

@@ -85,6 +85,18 @@ def checkpoints_html(s: DashboardState) -> str:
     return f'<div class="ft-checkpoints" data-lagging="{lagging}">checkpoints: {steps}{lag}</div>'
 
 
+def suspects_html(s: DashboardState) -> str:
+    """The robust aggregator's row: whom it did not follow (empty without one)."""
+    line = s.suspects_line()
+    if not line:
+        return ""
+    worst = max(s.suspects, key=lambda w: (s.suspects[w], w)) if s.suspects else ""
+    return (
+        f'<div class="ft-suspects" data-worst="{escape(worst)}" '
+        f'data-mean-steps="{s.mean_steps}" style="color:#ad1457">{escape(line)}</div>'
+    )
+
+
 def summary_html(s: DashboardState) -> str:
     title = f"run <b>{escape(s.run)}</b>" if s.run else "cluster"
     parts = [f"<div class='ft-dashboard'>{title}: {badge_html(s)}"]
@@ -95,6 +107,7 @@ def summary_html(s: DashboardState) -> str:
     parts.append(f'<div style="display:flex;gap:4px;flex-wrap:wrap">{tiles}</div>')
     if s.run:
         parts.append(checkpoints_html(s))
+        parts.append(suspects_html(s))
         parts.append(recoveries_html(s))
     if s.snapshot:
         parts.append(f"<div>{escape(s.snapshot_line())}</div>")

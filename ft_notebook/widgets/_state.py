@@ -104,6 +104,25 @@ class DashboardState:
         return self.view.lagging
 
     @property
+    def suspects(self) -> Mapping[str, int]:
+        """A robust aggregator's: worker -> the steps its gradient was suspect in."""
+        return self.view.suspects
+
+    @property
+    def mean_steps(self) -> int:
+        """Steps trained with the mean because the rule's condition failed."""
+        return self.view.mean_steps
+
+    def suspects_line(self) -> str:
+        """Whom the robust aggregator did not follow, most often first; "" without."""
+        if not self.suspects and not self.mean_steps:
+            return ""
+        ranked = sorted(self.suspects.items(), key=lambda kv: (-kv[1], kv[0]))
+        named = ", ".join(f"{w} in {n} of {self.step} steps" for w, n in ranked) or "none"
+        mean = f"; {self.mean_steps} steps with the mean (rule not met)" if self.mean_steps else ""
+        return f"suspect gradients: {named}{mean}"
+
+    @property
     def recoveries(self) -> list[dict[str, Any]]:
         """As ``Run.info()["recoveries"]`` lists them."""
         return [r.as_dict() for r in self.view.recoveries]
@@ -228,6 +247,8 @@ class DashboardState:
             lines.append(
                 f"  checkpoints at steps {', '.join(map(str, self.checkpoints[-8:]))}{lag}"
             )
+        if self.suspects_line():
+            lines.append("  " + self.suspects_line())
         for r in self.recoveries:
             lines.append(
                 f"  recovery at step {r['step']}: {r['cause']}; RTO {r['rto_s']} s, "

@@ -13,7 +13,13 @@ from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped]
 
-from ft_notebook.widgets._render import badge_html, checkpoints_html, recoveries_html, tile_html
+from ft_notebook.widgets._render import (
+    badge_html,
+    checkpoints_html,
+    recoveries_html,
+    suspects_html,
+    tile_html,
+)
 from ft_notebook.widgets._state import DashboardState, escape
 
 _MARKER_COLOURS = {
@@ -27,7 +33,8 @@ _MARKER_COLOURS = {
 
 
 class DashboardView(widgets.VBox):  # type: ignore[misc]
-    """Badge, progress, worker tiles, loss chart, checkpoints, recoveries, snapshots."""
+    """Badge, progress, worker tiles, loss chart, checkpoints, suspect gradients,
+    recoveries, snapshots."""
 
     def __init__(self, title: str, with_run: bool) -> None:
         self.title = widgets.HTML(f"<b>{escape(title)}</b>")
@@ -38,13 +45,14 @@ class DashboardView(widgets.VBox):  # type: ignore[misc]
         self.tile_views: dict[str, widgets.HTML] = {}
         self.checkpoints = widgets.HTML()
         self.recoveries = widgets.HTML()
+        self.suspects = widgets.HTML()
         self.snapshot = widgets.HTML()
         children = [widgets.HBox([self.title, self.badge]), self.tiles]
         self._chart: Any = None
         if with_run:
             self._chart = LossChart()
             children[1:1] = [widgets.HBox([self.progress, self.progress_label])]
-            children += [self._chart.widget, self.checkpoints, self.recoveries]
+            children += [self._chart.widget, self.checkpoints, self.suspects, self.recoveries]
         children.append(self.snapshot)
         super().__init__(children)
         self._rendered_version = -1
@@ -60,6 +68,7 @@ class DashboardView(widgets.VBox):  # type: ignore[misc]
             self.progress_label.value = escape(s.progress_line())
             self._chart.update(s)
             self.checkpoints.value = checkpoints_html(s)
+            self.suspects.value = suspects_html(s)
             self.recoveries.value = recoveries_html(s)
         for name, tile in s.tiles.items():
             view = self.tile_views.get(name)

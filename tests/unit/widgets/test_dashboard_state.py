@@ -94,6 +94,35 @@ def test_a_failure_and_its_recovery_as_the_dashboard_sees_them(
     assert 'data-worker="c" data-state="TRAINING"' in html
 
 
+def test_a_robust_run_shows_whom_its_aggregator_did_not_follow(
+    isolated_data_dir: Path, unique_name: str
+) -> None:
+    """Suspects are run totals in each progress event: the row shows the newest."""
+    topic = run_topic(unique_name)
+    publish(RunStateChanged(RunState.RUNNING, RunState.PENDING, "4 workers"), topic)
+    publish(RunProgress(5, 40, 0, 4, loss=2.0), topic, step=5)
+    publish(RunProgress(10, 40, 0, 4, loss=1.0, suspects={"3": 9, "1": 1}), topic, step=10)
+    publish(
+        RunProgress(20, 40, 0, 3, loss=0.5, suspects={"3": 18, "1": 1}, mean_steps=4),
+        topic,
+        step=20,
+    )
+    state, lines = DashboardState(run=unique_name), []
+    for event in history(topic):
+        state.apply(event)
+        lines.append(state.suspects_line())
+    assert lines[:2] == ["", ""]  # no robust aggregator said anything yet: no row
+    assert lines[2] == "suspect gradients: 3 in 9 of 10 steps, 1 in 1 of 10 steps"
+    assert state.suspects == {"3": 18, "1": 1}
+    assert state.mean_steps == 4
+    assert "3 in 18 of 20 steps, 1 in 1 of 20 steps; 4 steps with the mean" in state.text()
+    assert 'class="ft-suspects" data-worst="3" data-mean-steps="4"' in state.html()
+    replayed = DashboardState(run=unique_name)
+    for event in history(topic)[:2]:
+        replayed.apply(event)
+    assert 'class="ft-suspects"' not in replayed.html()
+
+
 def test_an_event_is_folded_once_and_a_replay_gives_the_same_state(
     isolated_data_dir: Path, unique_name: str
 ) -> None:
