@@ -28,6 +28,7 @@ DEFAULTS = {
         "train": {
             "checkpoint-every": 50,
             "mtbf": "6h",
+            "mtbf-from-journal": True,
             "store-keep": 3,
             "min-workers": 1,
             "warmup-timeout": "300s",

@@ -49,8 +49,10 @@ class TrainConfig:
     """
 
     checkpoint_every: int
-    #: The MTBF checkpoint_every="auto" plans with, in seconds.
+    #: The MTBF checkpoint_every="auto" plans with, in seconds...
     mtbf_s: float
+    #: ... unless the cluster's journal recorded enough failures (train._mtbf).
+    mtbf_from_journal: bool
     #: Checkpoints kept per run in a store given as a URL (or none); None keeps all.
     store_keep: int | None
     min_workers: int

@@ -94,6 +94,7 @@ def load_config() -> FTConfig:
         train=TrainConfig(
             checkpoint_every=_positive_int(s, "train.checkpoint-every"),
             mtbf_s=_duration(s, "train.mtbf"),
+            mtbf_from_journal=_bool(s, "train.mtbf-from-journal"),
             store_keep=_keep(s, "train.store-keep"),
             min_workers=_positive_int(s, "train.min-workers"),
             warmup_timeout_s=_duration(s, "train.warmup-timeout"),

@@ -26,7 +26,15 @@ from dataclasses import dataclass
 
 from ft_notebook.exceptions import PlanError
 
-__all__ = ["CheckpointPlan", "daly_interval", "parse_duration", "plan", "waste", "young_interval"]
+__all__ = [
+    "CheckpointPlan",
+    "daly_interval",
+    "human_duration",
+    "parse_duration",
+    "plan",
+    "waste",
+    "young_interval",
+]
 
 
 def young_interval(cost: float, mtbf: float) -> float:
@@ -77,17 +85,17 @@ class CheckpointPlan:
 
     def explain(self) -> list[str]:
         """The plan as text: the formulas with the numbers in them."""
-        d, m = self.cost, self.mtbf
+        d, m, h = self.cost, self.mtbf, human_duration
         lines = [
-            f"failures every {_human(m)} on average (MTBF M), a save costs {_human(d)} (δ), "
-            f"a restart {_human(self.restart)} (R)",
-            f"Young: τ = √(2δM) = √(2·{d:g}·{m:g}) s = {_human(self.young)}",
+            f"failures every {h(m)} on average (MTBF M), a save costs {h(d)} (δ), "
+            f"a restart {h(self.restart)} (R)",
+            f"Young: τ = √(2δM) = √(2·{d:g}·{m:g}) s = {h(self.young)}",
         ]
         if d >= 2 * m:
-            lines.append(f"Daly: δ ≥ 2M, so τ = M = {_human(self.daly)}")
+            lines.append(f"Daly: δ ≥ 2M, so τ = M = {h(self.daly)}")
         else:
             lines.append(
-                f"Daly: τ = √(2δM)·[1 + ⅓√(δ/2M) + ⅑(δ/2M)] − δ = {_human(self.daly)} "
+                f"Daly: τ = √(2δM)·[1 + ⅓√(δ/2M) + ⅑(δ/2M)] − δ = {h(self.daly)} "
                 f"(δ/2M = {d / (2 * m):.3g})"
             )
         lines.append(
@@ -97,22 +105,18 @@ class CheckpointPlan:
         if self.rpo is not None:
             if self.interval < self.daly:
                 lines.append(
-                    f"RPO {_human(self.rpo)}: Daly's τ + δ = {_human(self.daly + d)} would "
-                    f"lose more; checkpoint every RPO − δ = {_human(self.interval)}, which "
+                    f"RPO {h(self.rpo)}: Daly's τ + δ = {h(self.daly + d)} would "
+                    f"lose more; checkpoint every RPO − δ = {h(self.interval)}, which "
                     f"wastes {self.waste:.1%}"
                 )
             verdict = "met" if self.rpo_met else "NOT met: a save alone costs more than the RPO"
-            lines.append(
-                f"RPO {_human(self.rpo)}: at most τ + δ = {_human(self.worst_loss)} lost: {verdict}"
-            )
+            lines.append(f"RPO {h(self.rpo)}: at most τ + δ = {h(self.worst_loss)} lost: {verdict}")
         if self.rto is not None:
             verdict = "met" if self.rto_met else "NOT met: make restarts faster"
-            lines.append(
-                f"RTO {_human(self.rto)}: a restart takes {_human(self.restart)}: {verdict}"
-            )
+            lines.append(f"RTO {h(self.rto)}: a restart takes {h(self.restart)}: {verdict}")
         lines.append(
-            f"checkpoint every {_human(self.interval)}; a failure loses "
-            f"{_human(self.expected_loss)} of work on average, {_human(self.worst_loss)} at most"
+            f"checkpoint every {h(self.interval)}; a failure loses "
+            f"{h(self.expected_loss)} of work on average, {h(self.worst_loss)} at most"
         )
         return lines
 
@@ -170,7 +174,8 @@ def parse_duration(text: str) -> float:
     return float(found.group(1)) * _UNITS[found.group(2) or "s"]
 
 
-def _human(seconds: float) -> str:
+def human_duration(seconds: float) -> str:
+    """``seconds`` in the unit a person reads it in: 250 ms, 42 s, 57 min, 6 h, 3 d."""
     if seconds < 1:
         return f"{seconds * 1e3:.0f} ms"
     if seconds < 120:

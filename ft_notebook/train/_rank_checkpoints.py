@@ -88,6 +88,7 @@ class RankCheckpoints:
                     "step_time_s": round(planned.step_time_s, 6),
                     "cost_s": round(made.cost, 6),
                     "mtbf_s": made.mtbf,
+                    "mtbf_source": self.spec.mtbf_source,
                     "interval_s": round(made.interval, 3),
                     "waste": round(made.waste, 6),
                 }

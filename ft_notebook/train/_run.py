@@ -18,6 +18,7 @@ from ft_notebook.cluster import client_for
 from ft_notebook.events import RunState
 from ft_notebook.exceptions import NoWorkers, RunFailed, StoreError, TrainingError
 from ft_notebook.train._earlier import refuse_another_order, refuse_old_checkpoints
+from ft_notebook.train._mtbf import planning_mtbf
 from ft_notebook.train._robust import rule_of, smallest_world
 from ft_notebook.train._schedule import FIRST_AUTO_STEP
 from ft_notebook.train._spec import FitSpec, dumps_spec
@@ -71,11 +72,13 @@ def fit(
     checkpoints a ``store`` given as a URL keeps). They are read once, here, in this
     kernel, and the run keeps them: the workers' configuration plays no part.
     ``checkpoint_every="auto"``: rank 0 plans Daly's interval (:mod:`ft_notebook.plan`)
-    from the run's own measured save cost (the time a save holds training) and step
-    time and ``ft-notebook.train.mtbf``, and plans again after every save;
-    ``run.info()["checkpoint_plan"]`` is the newest plan and ``["checkpoint_cost_s"]``
-    the measured cost. ``epochs``, ``batch_size`` and ``seed`` are arguments only, with the defaults
-    shown, since they change what the run computes.
+    from the run's own measured save cost (the time a save holds training), its step
+    time and an MTBF: the failure rate the cluster's journal recorded once it holds 3
+    failures, else ``ft-notebook.train.mtbf`` (:mod:`._mtbf`); it plans again after
+    every save; ``run.info()["checkpoint_plan"]`` is the newest plan (with
+    ``mtbf_source``) and ``["checkpoint_cost_s"]`` the measured cost. ``epochs``,
+    ``batch_size`` and ``seed`` are arguments only, with the defaults shown, since
+    they change what the run computes.
 
     ``aggregator``: how the workers' gradients are combined at each step. ``"mean"``
     all-reduces; a robust rule of :mod:`ft_notebook.robust` (``"median"``,
@@ -148,8 +151,11 @@ def fit(
         refuse_old_checkpoints(name, spec.store_url)
     elif size is not None:
         refuse_another_order(name, spec.store_url, seed, batch_size, size)
-    payload = dumps_spec(spec)
     client = client_for(cluster)
+    if auto:
+        mtbf = planning_mtbf(client, spec.mtbf_s, spec.mtbf_from_journal)
+        spec.mtbf_s, spec.mtbf_source = mtbf.seconds, mtbf.source
+    payload = dumps_spec(spec)
     workers = len(client.scheduler_info(n_workers=-1)["workers"])
     if workers == 0:
         raise NoWorkers(

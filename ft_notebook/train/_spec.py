@@ -48,6 +48,9 @@ class FitSpec:
     #: with this MTBF; checkpoint_every is then only the first save's step
     checkpoint_auto: bool = False
     mtbf_s: float = field(default_factory=train_setting("mtbf_s"))
+    mtbf_from_journal: bool = field(default_factory=train_setting("mtbf_from_journal"))
+    #: Where mtbf_s came from, as the plan says it (fit sets it; see ._mtbf)
+    mtbf_source: str = "ft-notebook.train.mtbf"
     store_url: str = ""
     store_keep: int | None = field(default_factory=train_setting("store_keep"))  # None: all
     resume: bool = False

@@ -89,6 +89,8 @@ def test_auto_checkpoints_plan_from_the_measured_save_cost(quartet: Client, tmp_
     assert info["checkpoint_cost_s"] > 0
     made = info["checkpoint_plan"]
     assert made is not None, info["notes"]
+    # a fresh cluster's journal holds no failures: the setting's MTBF, and it says so
     assert made["mtbf_s"] == 6 * 3600
+    assert made["mtbf_source"] == "ft-notebook.train.mtbf (6 h)"
     # Daly's interval, in steps of the run's own step time
     assert made["every_steps"] == max(1, round(made["interval_s"] / made["step_time_s"]))
