@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ft_notebook.exceptions import PlanError
 
@@ -30,6 +31,7 @@ __all__ = [
     "CheckpointPlan",
     "daly_interval",
     "human_duration",
+    "measured_beside",
     "parse_duration",
     "plan",
     "waste",
@@ -158,6 +160,34 @@ def plan(
         rpo_met=rpo_met,
         rto_met=None if rto is None else restart <= rto,
     )
+
+
+def measured_beside(
+    made: CheckpointPlan, recoveries: list[dict[str, Any]], step_time_s: float | None
+) -> list[str]:
+    """Each recovery a run measured, beside the plan: its RTO (against the RTO target,
+    else the plan's R) and the work it lost, its steps lost at the run's step time
+    (against the RPO, else the plan's worst case τ + δ)."""
+    if not recoveries:
+        return ["no recoveries measured yet: nothing to set beside the plan"]
+    h = human_duration
+    rto = made.rto if made.rto is not None else made.restart
+    rpo = made.rpo if made.rpo is not None else made.worst_loss
+    rto_name = "RTO" if made.rto is not None else "R"
+    rpo_name = "RPO" if made.rpo is not None else "τ + δ"
+    lines = []
+    for r in recoveries:
+        took = float(r.get("rto_s") or 0.0)
+        steps = int(r.get("steps_lost") or 0)
+        lost = steps * step_time_s if step_time_s else None
+        lost_text = f"{steps} steps lost" + (f" ({h(lost)} of work)" if lost is not None else "")
+        took_ok = "within" if took <= rto else "OVER"
+        lost_ok = "?" if lost is None else ("within" if lost <= rpo else "OVER")
+        lines.append(
+            f"recovery at step {r.get('step', '?')} ({r.get('cause', '?')}): took {h(took)}, "
+            f"{took_ok} {rto_name} {h(rto)}; {lost_text}, {lost_ok} {rpo_name} {h(rpo)}"
+        )
+    return lines
 
 
 _UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}

@@ -40,6 +40,8 @@ _USAGE = """%ft SUBCOMMAND [options]      (%ft SUBCOMMAND --help for its options
   %ft dashboard [RUN]         live health of a training run, or of the cluster
   %ft plan --mtbf 6h --cost 2s [--restart 30s] [--rpo 10m] [--rto 30s]
                               how often to checkpoint (Young, Daly) and the targets
+  %ft plan --run RUN [--rpo 10m] [--rto 30s]   ... from a run's measured costs, with
+                              each of its recoveries' RTO and work lost beside it
 """
 
 
@@ -120,9 +122,14 @@ class FTMagics(Magics):
         p = self._add(
             "plan", "How often to checkpoint, from failures and save cost.", self._plan, cell=False
         )
-        p.add_argument("--mtbf", type=duration, required=True, help="mean time between failures")
-        p.add_argument("--cost", type=duration, required=True, help="what one checkpoint costs")
-        p.add_argument("--restart", type=duration, default=0.0, help="what a restart costs")
+        p.add_argument("--mtbf", type=duration, help="mean time between failures")
+        p.add_argument("--cost", type=duration, help="what one checkpoint costs")
+        p.add_argument("--restart", type=duration, help="what a restart costs (default 0)")
+        p.add_argument(
+            "--run",
+            help="a training run: its measured save cost, MTBF and median recovery time "
+            "where the options above are left out, and its recoveries beside the plan",
+        )
         p.add_argument("--rpo", type=duration, help="the most work a failure may lose")
         p.add_argument("--rto", type=duration, help="the longest a recovery may take")
 
@@ -190,8 +197,13 @@ class FTMagics(Magics):
     def _plan(self, args: argparse.Namespace, cell: str | None) -> None:
         from ft_notebook.plan import plan
 
-        made = plan(args.mtbf, args.cost, args.restart, rpo=args.rpo, rto=args.rto)
-        print("ft: " + "\n    ".join(made.explain()))
+        if args.run is None:
+            if args.mtbf is None or args.cost is None:
+                raise UsageError("%ft plan needs --mtbf and --cost, or --run RUN")
+            made = plan(args.mtbf, args.cost, args.restart or 0.0, rpo=args.rpo, rto=args.rto)
+            print("ft: " + "\n    ".join(made.explain()))
+            return
+        _render_run_plan(args)
 
     def _dashboard(self, args: argparse.Namespace, cell: str | None) -> Any:
         from ft_notebook.widgets import dashboard
@@ -201,3 +213,35 @@ class FTMagics(Magics):
         from ft_notebook.train import attach
 
         return attach(args.run).dashboard()
+
+
+def _render_run_plan(args: argparse.Namespace, cluster: Any = None) -> None:
+    """``%ft plan --run RUN``: the plan from what the run measured, and its recoveries
+    (the run on ``cluster``, by default your own)."""
+    import statistics
+
+    from ft_notebook.plan import measured_beside, plan
+    from ft_notebook.train import attach
+
+    try:
+        info = attach(args.run, cluster).info()
+    except FTError as e:
+        raise UsageError(f"%ft plan --run {args.run}: {e}") from None
+    made_in_run = info.get("checkpoint_plan") or {}
+    cost = args.cost if args.cost is not None else info.get("checkpoint_cost_s")
+    mtbf = args.mtbf if args.mtbf is not None else made_in_run.get("mtbf_s")
+    recoveries = list(info.get("recoveries") or ())
+    restart = args.restart
+    if restart is None:
+        restart = statistics.median(float(r["rto_s"]) for r in recoveries) if recoveries else 0.0
+    if not cost or not mtbf:
+        raise UsageError(
+            f"run {args.run!r} measured no save cost or MTBF (it was not "
+            f"checkpoint_every='auto', or has not saved yet): give --cost and --mtbf"
+        )
+    made = plan(float(mtbf), float(cost), float(restart), rpo=args.rpo, rto=args.rto)
+    rates = [float(p["steps_per_s"]) for p in info.get("history") or () if p.get("steps_per_s")]
+    step_time = 1 / statistics.median(rates) if rates else None
+    source = made_in_run.get("mtbf_source", "--mtbf") if args.mtbf is None else "--mtbf"
+    print(f"ft: run {args.run!r}: MTBF from {source}; save cost measured by the run")
+    print("    " + "\n    ".join(made.explain() + measured_beside(made, recoveries, step_time)))

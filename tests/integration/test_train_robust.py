@@ -5,6 +5,7 @@ mean it does not."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from distributed import Client
 
 from ft_notebook.exceptions import TrainingError
+from ft_notebook.magics._ft import _render_run_plan
 from ft_notebook.testing import training_cluster
 from ft_notebook.testing.training import accuracy_of, digits_problem
 from ft_notebook.train import fit
@@ -82,7 +84,9 @@ def test_a_rule_the_cluster_is_too_small_for_is_refused_before_anything_starts(
         )
 
 
-def test_auto_checkpoints_plan_from_the_measured_save_cost(quartet: Client, tmp_path: Path) -> None:
+def test_auto_checkpoints_plan_from_the_measured_save_cost(
+    quartet: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     accuracy(quartet, tmp_path, "auto", checkpoint_every="auto")
     info = RUNS["auto"].info()
     assert info["checkpoint_cost_s"] is not None
@@ -94,3 +98,10 @@ def test_auto_checkpoints_plan_from_the_measured_save_cost(quartet: Client, tmp_
     assert made["mtbf_source"] == "ft-notebook.train.mtbf (6 h)"
     # Daly's interval, in steps of the run's own step time
     assert made["every_steps"] == max(1, round(made["interval_s"] / made["step_time_s"]))
+    # %ft plan --run: the same plan from the run's own measurements, its recoveries beside
+    args = argparse.Namespace(run="auto", mtbf=None, cost=None, restart=None, rpo=600.0, rto=30.0)
+    _render_run_plan(args, cluster=quartet)
+    shown = capsys.readouterr().out
+    assert "MTBF from ft-notebook.train.mtbf (6 h)" in shown, shown
+    assert f"√(2·{info['checkpoint_cost_s']:g}·21600)" in shown, shown
+    assert "no recoveries measured yet" in shown, shown

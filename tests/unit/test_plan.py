@@ -7,7 +7,14 @@ import math
 import pytest
 
 from ft_notebook.exceptions import PlanError
-from ft_notebook.plan import daly_interval, parse_duration, plan, waste, young_interval
+from ft_notebook.plan import (
+    daly_interval,
+    measured_beside,
+    parse_duration,
+    plan,
+    waste,
+    young_interval,
+)
 
 MIN = 60.0
 
@@ -69,6 +76,28 @@ def test_the_explanation_shows_the_formulas_with_their_numbers() -> None:
     text = "\n".join(plan(6 * 3600, 5 * MIN).explain())
     assert "Young: τ = √(2δM) = √(2·300·21600) s = 60 min" in text
     assert "Daly: τ = √(2δM)·[1 + ⅓√(δ/2M) + ⅑(δ/2M)] − δ = 56.7 min" in text
+
+
+def test_each_measured_recovery_is_set_beside_the_targets_or_the_plan() -> None:
+    recoveries = [
+        {"step": 40, "cause": "2: process gone", "rto_s": 0.8, "steps_lost": 0},
+        {"step": 90, "cause": "1: hung", "rto_s": 45.0, "steps_lost": 300},
+    ]
+    with_targets = plan(6 * 3600, 2.0, 1.0, rpo=5 * MIN, rto=30.0)
+    first, second = measured_beside(with_targets, recoveries, step_time_s=0.5)
+    assert first == (
+        "recovery at step 40 (2: process gone): took 800 ms, within RTO 30 s; "
+        "0 steps lost (0 ms of work), within RPO 5 min"
+    )
+    # 45 s > the 30 s RTO; 300 steps of 0.5 s = 150 s, within the 5-minute RPO
+    assert "took 45 s, OVER RTO 30 s; 300 steps lost (2.5 min of work), within RPO" in second
+    # no targets: the plan's own R and worst case τ + δ are the yardsticks
+    bare = plan(60.0, 1.0, 2.0)
+    (line,) = measured_beside(bare, recoveries[1:], step_time_s=None)
+    assert f"OVER R 2 s; 300 steps lost, ? τ + δ {bare.worst_loss:.3g} s" in line
+    assert measured_beside(bare, [], 0.5) == [
+        "no recoveries measured yet: nothing to set beside the plan"
+    ]
 
 
 def test_expected_loss_is_about_half_a_segment_when_failures_are_rare() -> None:
