@@ -198,8 +198,13 @@ class FTMagics(Magics):
         from ft_notebook.plan import plan
 
         if args.run is None:
-            if args.mtbf is None or args.cost is None:
-                raise UsageError("%ft plan needs --mtbf and --cost, or --run RUN")
+            missing = [f"--{k}" for k in ("mtbf", "cost") if getattr(args, k) is None]
+            if missing:
+                usage = self._parsers["plan"][0].get().format_usage()
+                raise UsageError(
+                    f"%ft plan needs --mtbf and --cost (or --run RUN); missing: "
+                    f"{', '.join(missing)}\n{usage}"
+                )
             made = plan(args.mtbf, args.cost, args.restart or 0.0, rpo=args.rpo, rto=args.rto)
             print("ft: " + "\n    ".join(made.explain()))
             return

@@ -1,7 +1,8 @@
 """The mean time between failures a ``checkpoint_every="auto"`` run plans with.
 
-The cluster's journal records every worker lost and every worker hung, with its
-time, across restarts of the cluster and of the kernel. When it holds at least
+The cluster journal (``ft-notebook.cluster``, one per user: every cluster of yours
+writes to it) records every worker lost and every worker hung, with its time, across
+restarts of the clusters and of the kernel. When it holds at least
 :data:`FEWEST_FAILURES` failures of the last :data:`WINDOW_S`, the run plans with their
 rate: the time the journal covers (from its first event in the window to now) over the
 failures in it. A run stops for a failure of any of its workers, so this is the

@@ -148,7 +148,7 @@ def test_bad_inputs_get_clear_errors_and_change_nothing(notebook: KernelSession)
         ("%ft frobnicate", "unknown subcommand 'frobnicate'"),
         ("%ft auto maybe", "invalid choice"),
         ("%ft plan --mtbf 6x --cost 2s", "invalid duration value: '6x'"),
-        ("%ft plan --cost 2s", "the following arguments are required: --mtbf"),
+        ("%ft plan --cost 2s", "needs --mtbf and --cost (or --run RUN); missing: --mtbf"),
         ("%ft plan --mtbf 0s --cost 2s", "mtbf must be a positive number"),
     ]:
         result = nb.execute(line)
