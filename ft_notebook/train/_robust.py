@@ -123,14 +123,13 @@ def turn_bad(attack: str, dask_worker: Any = None, **params: float) -> str:
     from ft_notebook.robust import attack as make
 
     _check_attack(attack)
-    make(attack, n=2, f=1, **params)  # a bad parameter fails here, not in a step
+    made = make(attack, n=2, f=1, **params)  # a bad parameter fails here, not in a step
     if attack in KNOWING_ATTACKS:  # made for the world of each step (ALIE's z needs n)
 
         def for_world(n: int) -> Any:
             return make(attack, n=n, f=1, **params)
 
     else:  # made once: Gaussian noise goes on from its generator's state
-        made = make(attack, n=1, f=1, **params)
 
         def for_world(n: int) -> Any:
             return made

@@ -76,20 +76,14 @@ def test_fit_s_mtbf_reads_the_real_journal_and_the_setting_turns_it_off(
     from ft_notebook.config import reload_config
     from ft_notebook.train._spec import FitSpec
 
+    def from_journal() -> bool:
+        spec = FitSpec(model=None, optimizer=None, loss=None, data=None, epochs=1, batch_size=1)
+        return spec.mtbf_from_journal
+
     try:
         with dask.config.set({"ft-notebook.train.mtbf-from-journal": False}):
             reload_config()
-            assert (
-                FitSpec(
-                    model=None, optimizer=None, loss=None, data=None, epochs=1, batch_size=1
-                ).mtbf_from_journal
-                is False
-            )
+            assert from_journal() is False
     finally:
         reload_config()
-    assert (
-        FitSpec(
-            model=None, optimizer=None, loss=None, data=None, epochs=1, batch_size=1
-        ).mtbf_from_journal
-        is True
-    )
+    assert from_journal() is True
