@@ -84,7 +84,7 @@ class Generations:
         gone = answer == "no-actor" and not plan.stop and record.actors.get(name) == address
         if gone and record.plan is plan and name in plan.members:
             del record.actors[name]
-            record.ready.discard(name)
+            record.ready.pop(name, None)
             self.lost(record, [name], "its rank actor is gone")
 
     def lost(self, record: Record, names: list[str], cause: str) -> None:

@@ -67,7 +67,7 @@ class Membership:
         await asyncio.gather(*(self.start_actor(record, n, a, first=True) for n, a in chosen))
         deadline = time.time() + record.options.warmup_timeout_s
         while not record.finished and time.time() < deadline:
-            if record.ready >= set(record.actors):
+            if record.ready.keys() >= set(record.actors):
                 break
             await asyncio.sleep(0.02)
         if record.finished:
@@ -112,7 +112,7 @@ class Membership:
             if kind in ("lost", "hung"):
                 if record.actors.get(name) == address:
                     del record.actors[name]
-                    record.ready.discard(name)
+                    record.ready.pop(name, None)
                     self.plans.lost(record, [name], cause or f"worker {kind}")
             elif kind == "joined" and name not in record.actors:
                 limit = record.options.max_workers
@@ -122,7 +122,7 @@ class Membership:
 
     def on_ready(self, record: Record, r: Report) -> None:
         """A rank warmed up (at ``r.step``: the checkpoint it resumed from, if any)."""
-        record.ready.add(r.name)
+        record.ready[r.name] = r.time
         if r.step > 0 and record.plan is None:
             record.resumed_from = max(record.resumed_from or 0, r.step)
         if record.plan is not None:
@@ -147,5 +147,6 @@ class Membership:
             record.admitting[name] = {
                 "name": name,
                 "arrived_at": record.arrivals.pop(name, time.time()),
+                "ready_at": record.ready.get(name, time.time()),
                 "generation": plan.gen,
             }

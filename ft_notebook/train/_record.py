@@ -70,7 +70,7 @@ class Record:
     #: steps aggregated with the mean for too few workers (the history, from progress).
     suspects: dict[str, int] = field(default_factory=dict)
     mean_steps: int = 0
-    ready: set[str] = field(default_factory=set)
+    ready: dict[str, float] = field(default_factory=dict)  # worker -> when its rank was ready
     synced: dict[int, set[str]] = field(default_factory=dict)
     #: Generations whose members checked that they hold one vouched-for state.
     verified: set[int] = field(default_factory=set)

@@ -47,7 +47,10 @@ class Recoveries:
                 join = {
                     **join,
                     "trained_at": r.time,
+                    # from its worker registering; and from its rank built and ready
+                    # to train (what another tool calls a replica's arrival)
                     "rejoin_s": round(r.time - join["arrived_at"], 3),
+                    "from_ready_s": round(r.time - join["ready_at"], 3),
                 }
                 record.joins.append(join)
         pending, plan = record.pending, record.plan

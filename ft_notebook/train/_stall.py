@@ -119,7 +119,7 @@ class StallWatch:
             )
             if address is not None:
                 record.actors.pop(name, None)
-                record.ready.discard(name)
+                record.ready.pop(name, None)
                 self.plans.lost(record, [name], f"step not advancing for {threshold:.0f} s")
                 self.link.spawn(self.link.control.evict(address))
         record.last_advance = time.time()

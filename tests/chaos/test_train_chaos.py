@@ -188,6 +188,10 @@ def test_a_restarted_worker_rejoins(client: Client, tmp_path: Any, unique_name: 
     run.wait(timeout=180)
     counts = run.model().counts.detach()
     assert bool((counts == 20).all()), counts
+    # its join is timed from the worker registering and from its rank ready to train
+    (join,) = [j for j in run.info()["joins"] if j["name"] == str(victim)]
+    assert join["arrived_at"] <= join["ready_at"] <= join["trained_at"], join
+    assert join["rejoin_s"] >= join["from_ready_s"] >= 0, join
     assert run.info()["health"] == "HEALTHY"
     # the rendezvous store keeps no key of the run's retired groups
     poll_for(

@@ -201,13 +201,14 @@ def test_a_registered_cluster_that_does_not_answer_is_unreachable_then_stoppable
         impostor.wait()
 
 
-def _has_torch() -> bool:
-    return "torch" in sys.modules
+def _has_torch() -> dict[str, bool]:
+    return {m: m in sys.modules for m in ("torch", "torch._dynamo")}
 
 
 def test_a_worker_its_nanny_restarts_on_a_plain_cluster_imports_torch_first() -> None:
-    """On a cluster ft_notebook did not start, a restarted worker imports torch before
-    it registers, so a run can admit it at once (and its heartbeats never stall)."""
+    """On a cluster ft_notebook did not start, a restarted worker imports torch (and
+    torch._dynamo) before it registers, so a run can admit it at once (and its
+    heartbeats never stall)."""
     # a LocalCluster's nannies live in this process and set Dask's pre-spawn
     # environment (MALLOC_TRIM_THRESHOLD_=65536) in os.environ for good: every cluster
     # started later in the session would inherit it
@@ -232,7 +233,8 @@ def _restart_a_plain_worker() -> None:
     ):
         attach(client)
         before = client.run(_has_torch)
-        assert list(before.values()) == [False]  # a plain worker has no torch yet
+        # a plain worker has no torch yet
+        assert list(before.values()) == [{"torch": False, "torch._dynamo": False}]
         kill_worker(client, "0")
         poll_for(
             lambda: set(client.scheduler_info(n_workers=-1)["workers"]) - set(before),
@@ -240,4 +242,5 @@ def _restart_a_plain_worker() -> None:
             what="the restarted worker",
         )
         after = client.run(_has_torch)
-        assert list(after.values()) == [True], after
+        # and the imports a rank would make (torch._dynamo) are done before it registers
+        assert list(after.values()) == [{"torch": True, "torch._dynamo": True}], after
