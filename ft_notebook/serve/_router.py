@@ -404,6 +404,25 @@ class Router:
         self.counts["fallback"] += 1
         return Answer(value, None, Health.FALLBACK, retries, hedged, time.monotonic() - started)
 
+    def fallback_here(self, x: Any) -> Answer | None:
+        """The fallback's answer, computed in the calling thread, while no replica is in
+        rotation (tier FALLBACK); None otherwise: route it on the loop.
+
+        With every replica gone there is nothing to route, and the two hops to the
+        router's loop and back cost tens of ms on a loaded machine: a notebook's
+        LocalCluster restarts its killed workers on that very loop. Safe from any
+        thread: it reads two attributes, and counts on the loop."""
+        if self.fallback is None or self.tier is not Health.FALLBACK or self.closed:
+            return None
+        started = time.monotonic()
+        value = self.fallback(x)
+        self.client.loop.add_callback(self._counted_fallback)
+        return Answer(value, None, Health.FALLBACK, 0, False, time.monotonic() - started)
+
+    def _counted_fallback(self) -> None:
+        self.counts["requests"] += 1
+        self.counts["fallback"] += 1
+
     def status(self) -> dict[str, Any]:
         return {
             "tier": self.tier.value,

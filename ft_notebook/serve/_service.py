@@ -135,7 +135,10 @@ class Service:
 
     def call(self, x: Any, **options: Any) -> Answer:
         """The answer to ``x`` with where it came from: replica, tier, retries, hedged."""
-        answer: Answer = self.client.sync(self.router.call, x, **options)
+        # with no replica in rotation the fallback answers here, in this thread
+        answer = self.router.fallback_here(x)
+        if answer is None:
+            answer = self.client.sync(self.router.call, x, **options)
         return answer
 
     async def apredict(self, x: Any, **options: Any) -> Any:

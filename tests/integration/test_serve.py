@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -173,7 +174,13 @@ def test_hedging_answers_a_slow_replica_from_another_within_its_budget(serving, 
 def test_with_every_replica_gone_the_fallback_answers_and_the_replicas_come_back(
     serving, trio
 ) -> None:
-    with_fallback = serving("backed", fallback=popularity)
+    threads: list[int] = []
+
+    def recorded(x: Any) -> Any:
+        threads.append(threading.get_ident())
+        return popularity(x)
+
+    with_fallback = serving("backed", fallback=recorded)
     without = serving("bare", replicas=2)
     names = sorted(w["name"] for w in trio.scheduler_info(n_workers=-1)["workers"].values())
     for name in names:
@@ -190,6 +197,14 @@ def test_with_every_replica_gone_the_fallback_answers_and_the_replicas_come_back
     fallback = [a for a in backed if a.tier is Health.FALLBACK]
     assert fallback, "the fallback never answered while every worker was gone"
     assert {(a.value, a.replica) for a in fallback} == {("most-popular", None)}
+    # once the router knew no replica was left, the fallback ran in the caller's thread
+    # (no hop to the router's loop), and each such answer was counted all the same
+    assert threading.get_ident() in threads, "every fallback answer went through the loop"
+    poll_for(
+        lambda: with_fallback.router.counts["fallback"] == len(fallback),
+        timeout=10,
+        what=f"{len(fallback)} fallback answers counted",
+    )
     assert any(isinstance(b, ft.ServiceUnavailable) and "no fallback" in str(b) for b in bare)
     back = backed[-1]
     assert back.replica is not None
