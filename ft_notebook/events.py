@@ -50,12 +50,16 @@ __all__ = [
     "Health",
     "HealthChanged",
     "RecoveryCompleted",
+    "ReplicaFailed",
     "ReplicaLost",
     "ReplicaReady",
     "RolledBack",
     "RunProgress",
     "RunState",
     "RunStateChanged",
+    "ServiceClosed",
+    "ServiceScaled",
+    "ServiceStarted",
     "SnapshotCommitted",
     "StateRepaired",
     "StepSkipped",
@@ -380,6 +384,40 @@ class ReplicaLost(EventPayload):
     worker: str
     address: str
     cause: str = ""
+
+
+@event_kind("replica-failed")
+@dataclass(frozen=True)
+class ReplicaFailed(EventPayload):
+    """A replica's model could not be built on a worker (its factory raised, or it did
+    not build within the warm-up timeout); the service tries another worker."""
+
+    replica: str
+    worker: str
+    cause: str = ""
+
+
+@event_kind("service-started")
+@dataclass(frozen=True)
+class ServiceStarted(EventPayload):
+    """A service was created with ``wanted`` replicas (a name used before starts over)."""
+
+    wanted: int
+
+
+@event_kind("service-scaled")
+@dataclass(frozen=True)
+class ServiceScaled(EventPayload):
+    """A service was scaled from ``previous`` to ``wanted`` replicas."""
+
+    wanted: int
+    previous: int
+
+
+@event_kind("service-closed")
+@dataclass(frozen=True)
+class ServiceClosed(EventPayload):
+    """A service was closed: its replicas stopped."""
 
 
 def publish(

@@ -1,4 +1,4 @@
-"""The one fold of a training run's events into what is known of the run.
+"""The one fold of a run's, or a service's, events into what is known of it.
 
 A run is read in three places: the coordinator's record (what ``Run.info()``
 returns), a notebook dashboard and the JupyterLab panel. They all take a recovery as
@@ -6,6 +6,12 @@ a :class:`Recovery`, and the dashboard and the panel take the run's state, healt
 progress, checkpoint and recoveries from a :class:`RunView` folded here, so the
 three cannot disagree on a fact. What only one of them shows (a dashboard's tiles,
 loss series and markers; the coordinator's plans and history) stays with it.
+
+A service is read in the same places: the coordinator's table (what ``svc.table()``
+returns, the one source of its events), a service dashboard and the JupyterLab
+panel. The dashboard and the panel take its tier, reason, wanted count and replicas
+from a :class:`ServiceView` folded here; what only a caller knows (its breakers,
+requests in flight, latencies) stays with that caller's router.
 
 It lives below ``train``, ``widgets`` and ``server`` and imports only the events,
 because the server extension may not import training and widgets sit below it
@@ -38,12 +44,18 @@ from ft_notebook.events import (
     Health,
     HealthChanged,
     RecoveryCompleted,
+    ReplicaFailed,
+    ReplicaLost,
+    ReplicaReady,
     RunProgress,
     RunState,
     RunStateChanged,
+    ServiceClosed,
+    ServiceScaled,
+    ServiceStarted,
 )
 
-__all__ = ["RUN_KINDS", "Recovery", "RunView"]
+__all__ = ["RUN_KINDS", "SERVICE_KINDS", "Recovery", "ReplicaFact", "RunView", "ServiceView"]
 
 
 @dataclass(frozen=True)
@@ -151,18 +163,24 @@ class RunView:
 
     def apply(self, event: Event) -> RunView:
         """This view with ``event`` folded in (this very view for a replayed event)."""
-        if self.has_seen(event):
-            return self
-        seen = {**self.seen, event.topic: event.seq} if event.seq else self.seen
-        view = replace(self, seen=seen, updated=event.time)
-        fold = _FOLDS.get(event.kind)
-        if fold is None:
-            return view
-        try:
-            payload = event.payload()
-        except (TypeError, ValueError):  # fields missing or values unknown: another version
-            return view
-        return fold(view, payload, event)
+        view: RunView = _fold(self, event, _FOLDS)
+        return view
+
+
+def _fold(view: Any, event: Event, folds: Mapping[str, Callable[[Any, Any, Event], Any]]) -> Any:
+    """``view`` (a RunView or a ServiceView) with ``event`` folded in by ``folds``."""
+    if view.has_seen(event):
+        return view
+    seen = {**view.seen, event.topic: event.seq} if event.seq else view.seen
+    view = replace(view, seen=seen, updated=event.time)
+    fold = folds.get(event.kind)
+    if fold is None:
+        return view
+    try:
+        payload = event.payload()
+    except (TypeError, ValueError):  # fields missing or values unknown: another version
+        return view
+    return fold(view, payload, event)
 
 
 def _state_changed(view: RunView, p: RunStateChanged, e: Event) -> RunView:
@@ -223,3 +241,129 @@ _FOLDS: dict[str, Callable[[RunView, Any, Event], RunView]] = {
 
 #: The kinds that move a :class:`RunView`.
 RUN_KINDS = frozenset(_FOLDS)
+
+
+# ---- services
+
+
+@dataclass(frozen=True)
+class ReplicaFact:
+    """One replica of a service as its events tell: where it is and how it is."""
+
+    replica: str  # "service/index"
+    worker: str = ""
+    #: ``waiting`` (no event yet), ``ready``, ``lost`` or ``failed`` (its model did not
+    #: build on ``worker``); the coordinator's table also has ``warming``, which is
+    #: not an event.
+    state: str = "waiting"
+    #: Time of the event that put it in its state (0: none yet).
+    since: float = 0.0
+    cause: str = ""
+    warmup_s: float | None = None
+
+    @property
+    def index(self) -> int:
+        return int(self.replica.rsplit("/", 1)[1])
+
+
+@dataclass(frozen=True)
+class ServiceView:
+    """What a service's events say of it. Start from ``ServiceView(name)`` and
+    ``apply`` each event of its topic. A ``service-started`` begins it afresh: a name
+    closed and used again is a new service."""
+
+    name: str = ""
+    #: The coordinator's tier (ready replicas of wanted) and why; None until it says.
+    health: Health | None = None
+    reason: str = ""
+    wanted: int = 0
+    #: Replica key -> its fact, one per index below ``wanted``.
+    replicas: Mapping[str, ReplicaFact] = field(default_factory=dict)
+    #: Each change of tier: (time, tier, reason), the newest :data:`MAX_TRANSITIONS`.
+    transitions: tuple[tuple[float, Health, str], ...] = ()
+    closed: bool = False
+    seen: Mapping[str, int] = field(default_factory=dict)
+    updated: float = 0.0
+
+    def has_seen(self, event: Event) -> bool:
+        return bool(event.seq) and event.seq <= self.seen.get(event.topic, 0)
+
+    @property
+    def last_seq(self) -> int:
+        """The newest sequence number folded (0 for none)."""
+        return max(self.seen.values(), default=0)
+
+    def apply(self, event: Event) -> ServiceView:
+        """This view with ``event`` folded in (this very view for a replayed event)."""
+        view: ServiceView = _fold(self, event, _SERVICE_FOLDS)
+        return view
+
+    @property
+    def ready(self) -> int:
+        return sum(1 for r in self.replicas.values() if r.state == "ready")
+
+    def replica_rows(self) -> list[ReplicaFact]:
+        return sorted(self.replicas.values(), key=lambda r: r.index)
+
+
+#: Tier changes a view keeps.
+MAX_TRANSITIONS = 100
+
+
+def _slots(view: ServiceView, wanted: int) -> dict[str, ReplicaFact]:
+    """The view's replicas for ``wanted``: those below it kept, new ones waiting."""
+    keys = [f"{view.name}/{i}" for i in range(wanted)]
+    return {k: view.replicas.get(k) or ReplicaFact(k) for k in keys}
+
+
+def _started(view: ServiceView, p: ServiceStarted, e: Event) -> ServiceView:
+    fresh = ServiceView(view.name, seen=view.seen, updated=view.updated)
+    return replace(fresh, wanted=p.wanted, replicas=_slots(fresh, p.wanted))
+
+
+def _scaled(view: ServiceView, p: ServiceScaled, e: Event) -> ServiceView:
+    return replace(view, wanted=p.wanted, replicas=_slots(view, p.wanted))
+
+
+def _closed(view: ServiceView, p: ServiceClosed, e: Event) -> ServiceView:
+    return replace(view, closed=True)
+
+
+def _replica(view: ServiceView, key: str, **facts: Any) -> ServiceView:
+    if view.wanted and key not in view.replicas:  # scaled away since
+        return view
+    fact = replace(view.replicas.get(key) or ReplicaFact(key), **facts)
+    return replace(view, replicas={**view.replicas, key: fact})
+
+
+def _replica_ready(view: ServiceView, p: ReplicaReady, e: Event) -> ServiceView:
+    return _replica(
+        view, p.replica, worker=p.worker, state="ready", since=e.time, cause="", warmup_s=p.warmup_s
+    )
+
+
+def _replica_lost(view: ServiceView, p: ReplicaLost, e: Event) -> ServiceView:
+    return _replica(view, p.replica, worker=p.worker, state="lost", since=e.time, cause=p.cause)
+
+
+def _replica_failed(view: ServiceView, p: ReplicaFailed, e: Event) -> ServiceView:
+    return _replica(view, p.replica, worker=p.worker, state="failed", since=e.time, cause=p.cause)
+
+
+def _service_health(view: ServiceView, p: HealthChanged, e: Event) -> ServiceView:
+    changes = (*view.transitions, (e.time, p.health, p.reason))[-MAX_TRANSITIONS:]
+    return replace(view, health=p.health, reason=p.reason, transitions=changes)
+
+
+_SERVICE_FOLDS: dict[str, Callable[[ServiceView, Any, Event], ServiceView]] = {
+    ServiceStarted.kind: _started,
+    ServiceScaled.kind: _scaled,
+    ServiceClosed.kind: _closed,
+    ReplicaReady.kind: _replica_ready,
+    ReplicaLost.kind: _replica_lost,
+    ReplicaFailed.kind: _replica_failed,
+    HealthChanged.kind: _service_health,
+}
+
+#: The kinds that move a :class:`ServiceView`.
+SERVICE_KINDS = frozenset(_SERVICE_FOLDS)

@@ -30,8 +30,12 @@ from ft_notebook.cluster.plugins import control_plane, name_key
 from ft_notebook.events import (
     Health,
     HealthChanged,
+    ReplicaFailed,
     ReplicaLost,
     ReplicaReady,
+    ServiceClosed,
+    ServiceScaled,
+    ServiceStarted,
     publish,
     service_topic,
 )
@@ -164,6 +168,7 @@ class ServiceCoordinator(SchedulerPlugin):
         service.per_worker = max(1, math.ceil(replicas / max(1, len(self.scheduler.workers))))
         self.services[name] = service
         self.control.hold(f"service:{name}")
+        self._publish(service, ServiceStarted(replicas))
         self._reconcile(service)
         return service.table()
 
@@ -187,6 +192,8 @@ class ServiceCoordinator(SchedulerPlugin):
             self._stop_slot(service, service.slots.pop(index), "scaled down")
         for index in range(replicas):
             service.slots.setdefault(index, Slot(index))
+        if replicas != service.wanted:
+            self._publish(service, ServiceScaled(replicas, service.wanted))
         service.wanted = replicas
         live = len(self.scheduler.workers)
         service.per_worker = max(1, math.ceil(replicas / max(1, live)))
@@ -198,6 +205,7 @@ class ServiceCoordinator(SchedulerPlugin):
         service = self._get(name)
         for slot in service.slots.values():
             self._stop_slot(service, slot, "service closed")
+        self._publish(service, ServiceClosed())
         del self.services[name]
         self.control.release(f"service:{name}")
         return {"name": name, "closed": True}
@@ -286,6 +294,7 @@ class ServiceCoordinator(SchedulerPlugin):
         except _FactoryFailed as e:
             if slot.incarnation == incarnation:
                 service.failed_on[slot.worker] = str(e)
+                self._publish(service, ReplicaFailed(key, slot.worker, str(e)))
                 slot.state, slot.cause, slot.address = "failed", str(e), ""
                 self._changed(service, f"replica {key} failed on worker {slot.worker}")
                 self._reconcile(service)  # another worker may build it
@@ -300,6 +309,7 @@ class ServiceCoordinator(SchedulerPlugin):
             slot.tries += 1
             if slot.tries > _MAX_TRIES:  # not a race: say so and try another worker
                 service.failed_on[slot.worker] = f"the worker does not start replicas: {e}"
+                self._publish(service, ReplicaFailed(key, slot.worker, str(e)))
                 slot.state, slot.cause, slot.address = "failed", str(e), ""
                 self._changed(service, f"replica {key} could not start on {slot.worker}")
                 self._reconcile(service)

@@ -166,9 +166,15 @@ class Service:
         """A live view of the service: a tile per replica, the tier and its reason,
         requests/s, p50/p99 and the fallback's share over time (as this caller sees
         them), refreshed every ``period`` seconds."""
+        from ft_notebook.events import service_topic, subscribe
         from ft_notebook.widgets import ServiceDashboard
 
-        return ServiceDashboard(self.name, self.status, period=period, widgets=widgets)
+        def follow(callback: Callable[[Any], None]) -> Any:
+            return subscribe(service_topic(self.name), callback, via=self.client)
+
+        return ServiceDashboard(
+            self.name, self.router.status, follow, period=period, widgets=widgets
+        )
 
     @property
     def health(self) -> Health:
@@ -246,7 +252,7 @@ def _follow(client: Any, name: str, router: Router) -> Any:
             return
         if event.kind == "replica-lost":
             loop.call_soon_threadsafe(router.lost, event.data["address"], event.data["cause"])
-        elif event.kind in ("replica-ready", "health-changed"):
+        elif event.kind in ("replica-ready", "health-changed", "service-scaled"):
             asyncio.run_coroutine_threadsafe(router.refresh(), loop)
 
     try:

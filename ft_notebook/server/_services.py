@@ -1,5 +1,10 @@
 """Services as the REST API sees them, and routing requests that arrive over HTTP.
 
+Which services run comes from the cluster's coordinator; what is known of each (its
+tier and why, its wanted count, its replicas) is its events folded into a
+:class:`~ft_notebook.runfold.ServiceView`, the fold a notebook's service dashboard
+reads too. Each service's events are folded once and then only the new ones.
+
 The server keeps one :class:`~ft_notebook.serve.Service` handle per cluster and
 service, so an HTTP request is routed exactly as a notebook's call is (its own router:
 least outstanding, retries, hedging, fallback). Request bodies are JSON and only JSON:
@@ -13,7 +18,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ft_notebook.events import Health
+from ft_notebook.events import Health, history, service_topic
+from ft_notebook.runfold import ServiceView
 from ft_notebook.server._models import PredictionModel, ReplicaModel, ServiceModel
 
 #: The largest number of input values one HTTP request may carry.
@@ -24,6 +30,7 @@ class Routers:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._handles: dict[tuple[str, str], tuple[Any, Any]] = {}  # -> (client, Service)
+        self._views: dict[tuple[str, str], ServiceView] = {}  # (cluster, name) -> fold
 
     def services(self, client: Any, cluster: str) -> list[ServiceModel]:
         from ft_notebook.serve._service import install
@@ -32,23 +39,34 @@ class Routers:
         names = client.sync(client.scheduler.ft_service, action="names")
         rows = []
         for entry in names:
-            table = client.sync(client.scheduler.ft_service, action="table", name=entry["name"])
+            view = self.view(client, cluster, str(entry["name"]))
             replicas = tuple(
-                ReplicaModel(r["replica"], r["worker"], r["state"], r["since"], r["cause"])
-                for r in table["replicas"]
+                ReplicaModel(r.replica, r.worker, r.state, r.since, r.cause)
+                for r in view.replica_rows()
             )
             rows.append(
                 ServiceModel(
-                    name=table["name"],
+                    name=view.name,
                     cluster=cluster,
-                    health=Health(table["health"]),
-                    reason=table["reason"],
-                    wanted=int(table["wanted"]),
-                    ready=sum(1 for r in replicas if r.state == "ready"),
+                    # before its first change of tier a service has no ready replica
+                    health=view.health or Health.FALLBACK,
+                    reason=view.reason or "no replica ready yet",
+                    wanted=view.wanted or int(entry["wanted"]),
+                    ready=view.ready,
                     replicas=replicas,
                 )
             )
         return rows
+
+    def view(self, client: Any, cluster: str, name: str) -> ServiceView:
+        """Service ``name``'s events folded, reading only those after the last fold."""
+        with self._lock:
+            view = self._views.get((cluster, name)) or ServiceView(name)
+        for event in history(service_topic(name), since=view.last_seq, via=client):
+            view = view.apply(event)
+        with self._lock:
+            self._views[(cluster, name)] = view
+        return view
 
     def predict(self, client: Any, cluster: str, name: str, body: object) -> PredictionModel:
         x = _inputs(body)

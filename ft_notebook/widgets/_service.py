@@ -1,10 +1,15 @@
 """A service's dashboard: a tile per replica, the tier badge with its reason, and
 requests/s, p50/p99 and the fallback's share over time.
 
-:class:`ServiceState` folds snapshots of ``Service.status()`` (the coordinator's table
-and the caller's router: plain dicts, so this module needs nothing of the serving
-layer) and renders as text or HTML; :class:`ServiceDashboard` polls a service in a
-daemon thread and shows the state in an ipywidgets ``HTML`` that it updates in place.
+:class:`ServiceState` holds two things. What the service's events say (its replicas,
+where they are and why one is gone, its wanted count and tier changes) is a
+:class:`~ft_notebook.runfold.ServiceView`, the fold the JupyterLab panel reads too,
+fed by :meth:`ServiceState.add`. What only this caller knows (its breakers, requests
+in flight, latencies, counts and the tier its answers carry) comes from snapshots of
+its router's ``status()`` (plain dicts), folded by :meth:`ServiceState.apply`.
+:class:`ServiceDashboard` follows the service's topic (the journal first), polls the
+router in a daemon thread, and shows the state in an ipywidgets ``HTML`` that it
+updates in place.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ft_notebook.events import Event
+from ft_notebook.runfold import SERVICE_KINDS, ServiceView
 from ft_notebook.widgets._state import escape
 
 #: Points of the time series kept (a point per poll).
@@ -26,7 +33,7 @@ _COLOURS = {"HEALTHY": "#2e7d32", "DEGRADED": "#ef6c00", "FALLBACK": "#c62828"}
 class ReplicaTile:
     replica: str
     worker: str = ""
-    state: str = "WAITING"  # the coordinator's: WAITING, WARMING, READY, FAILED, LOST
+    state: str = "WAITING"  # from the events: WAITING, READY, LOST, FAILED
     breaker: str = ""  # this caller's: CLOSED, OPEN, HALF_OPEN; "" if not routed here
     inflight: int = 0
     served: int = 0
@@ -39,10 +46,14 @@ class ReplicaTile:
 @dataclass
 class ServiceState:
     name: str
+    #: The service's events folded (the panel's fold too).
+    view: ServiceView = field(default_factory=ServiceView)
+    #: The tier this caller's answers carry, and why (its router's; before a first
+    #: snapshot, the coordinator's from the events).
     tier: str = "FALLBACK"
     reason: str = ""
-    wanted: int = 0
-    tiles: dict[str, ReplicaTile] = field(default_factory=dict)
+    #: This caller's router, by replica: breaker, in flight, served, errors, p50, p99.
+    routed: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: (time, requests/s, p50 ms, p99 ms, fallback share) per snapshot after the first.
     series: list[tuple[float, float, float | None, float | None, float]] = field(
         default_factory=list
@@ -50,35 +61,31 @@ class ServiceState:
     counts: dict[str, int] = field(default_factory=dict)
     version: int = 0
     _last: tuple[float, int, int] | None = None  # time, requests, fallback answers
+    _snapshots: int = 0
 
-    def apply(self, status: dict[str, Any], now: float | None = None) -> bool:
-        """Fold one ``Service.status()``; returns whether anything shown changed."""
+    def __post_init__(self) -> None:
+        if not self.view.name:
+            self.view = ServiceView(self.name)
+
+    def add(self, event: Event) -> bool:
+        """Fold one event of the service's topic; returns whether the view moved."""
+        if event.kind not in SERVICE_KINDS:
+            return False
+        before, self.view = self.view, self.view.apply(event)
+        if not self._snapshots and self.view.health is not None:
+            self.tier, self.reason = self.view.health.value, self.view.reason
+        self.version += 1
+        return self.view is not before
+
+    def apply(self, router: dict[str, Any], now: float | None = None) -> bool:
+        """Fold one snapshot of this caller's ``router.status()``; returns whether
+        anything shown changed."""
         now = time.time() if now is None else now
-        router = status.get("router") or {}
-        before = (self.tier, self.reason, self.wanted, repr(self.tiles), self.counts)
-        self.tier = str(router.get("tier") or status.get("health") or self.tier)
-        self.reason = str(router.get("reason") or status.get("reason") or "")
-        self.wanted = int(status.get("wanted", self.wanted))
-        routed = {r["replica"]: r for r in router.get("replicas", ())}
-        seen = set()
-        for row in status.get("replicas", ()):
-            key = str(row["replica"])
-            seen.add(key)
-            tile = self.tiles.setdefault(key, ReplicaTile(key))
-            tile.worker, tile.state = str(row.get("worker", "")), str(row["state"]).upper()
-            tile.cause = str(row.get("cause") or "")
-            mine = routed.get(key)
-            tile.breaker = str(mine["breaker"]) if mine else ""
-            if mine:
-                tile.inflight, tile.served, tile.errors = (
-                    int(mine["inflight"]),
-                    int(mine["served"]),
-                    int(mine["errors"]),
-                )
-                tile.p50_ms = _ms(mine.get("p50_s"))
-                tile.p99_ms = _ms(mine.get("p99_s"))
-        for gone in set(self.tiles) - seen:  # scaled down
-            del self.tiles[gone]
+        before = (self.tier, self.reason, repr(self.routed), self.counts)
+        self._snapshots += 1
+        self.tier = str(router.get("tier") or self.tier)
+        self.reason = str(router.get("reason") or "")
+        self.routed = {str(r["replica"]): dict(r) for r in router.get("replicas", ())}
         requests, fallback = int(router.get("requests", 0)), int(router.get("fallback", 0))
         self.counts = {k: int(router[k]) for k in _COUNTS if k in router}
         if self._last is not None and now > self._last[0]:
@@ -88,14 +95,32 @@ class ServiceState:
             self.series.append(point)
             del self.series[:-MAX_POINTS]
         self._last = (now, requests, fallback)
-        changed = before != (self.tier, self.reason, self.wanted, repr(self.tiles), self.counts)
         self.version += 1
+        changed = before != (self.tier, self.reason, repr(self.routed), self.counts)
         return changed or bool(self.series)
+
+    @property
+    def tiles(self) -> dict[str, ReplicaTile]:
+        """A tile per replica the service wants: its facts from the events, this
+        caller's numbers beside them."""
+        tiles = {}
+        for fact in self.view.replica_rows():
+            tile = ReplicaTile(fact.replica, fact.worker, fact.state.upper(), cause=fact.cause)
+            mine = self.routed.get(fact.replica)
+            if mine:
+                tile.breaker = str(mine["breaker"])
+                tile.inflight, tile.served = int(mine["inflight"]), int(mine["served"])
+                tile.errors = int(mine["errors"])
+                tile.p50_ms, tile.p99_ms = _ms(mine.get("p50_s")), _ms(mine.get("p99_s"))
+            tiles[fact.replica] = tile
+        return tiles
 
     # ---- what to show
 
     def text(self) -> str:
         lines = [f"service {self.name!r}: {self.tier} ({self.reason})".rstrip()]
+        if self.view.wanted:
+            lines.append(f"  {self.view.ready} of {self.view.wanted} replicas ready")
         for t in self.tiles.values():
             lat = f", p50 {t.p50_ms:.1f} ms, p99 {t.p99_ms:.1f} ms" if t.p50_ms is not None else ""
             breaker = f", breaker {t.breaker}" if t.breaker else ""
@@ -183,18 +208,25 @@ def _chart(series: list[tuple[float, float, float | None, float | None, float]])
 
 
 class ServiceDashboard:
-    """Polls ``status()`` every ``period`` seconds in a daemon thread and shows it."""
+    """Follows the service's events and polls its router every ``period`` seconds in a
+    daemon thread, and shows both.
+
+    ``router_status`` is the caller's ``router.status`` (no call to the cluster);
+    ``follow`` subscribes a callback to the service's topic, journal first, and returns
+    the subscription (``close()``), or is None for no events.
+    """
 
     def __init__(
         self,
         name: str,
-        status: Callable[[], dict[str, Any]],
+        router_status: Callable[[], dict[str, Any]],
+        follow: Callable[[Callable[[Event], None]], Any] | None = None,
         *,
         period: float = 0.5,
         widgets: bool = True,
     ) -> None:
         self.state = ServiceState(name)
-        self._status, self._period = status, period
+        self._status, self._period = router_status, period
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self.view: Any = None
@@ -202,9 +234,14 @@ class ServiceDashboard:
             import ipywidgets  # type: ignore[import-untyped]
 
             self.view = ipywidgets.HTML()
+        self._subscription = follow(self._on_event) if follow is not None else None
         self.poll()
         self._thread = threading.Thread(target=self._loop, name="ft-notebook-service", daemon=True)
         self._thread.start()
+
+    def _on_event(self, event: Event) -> None:
+        with self._lock:
+            self.state.add(event)
 
     def poll(self) -> None:
         status = self._status()
@@ -223,6 +260,8 @@ class ServiceDashboard:
 
     def close(self) -> None:
         self._closed.set()
+        if self._subscription is not None:
+            self._subscription.close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         with self._lock:

@@ -4,6 +4,7 @@ and states only; latencies are the benchmark's (benchmarks/bench_serve.py)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from distributed import Client
 import ft_notebook as ft
 from ft_notebook.cluster.chaos import hang_worker, kill_worker, resume_worker
 from ft_notebook.events import Health, history, service_topic
+from ft_notebook.runfold import ServiceView
 from ft_notebook.serve._chaos import slow_replica
 from ft_notebook.testing import poll_for, training_cluster
 from ft_notebook.testing.serving import (
@@ -104,6 +106,7 @@ def test_answers_equal_the_model_called_here_and_spread_over_the_replicas(servin
 @pytest.mark.chaos
 def test_a_replica_killed_under_load_fails_no_request_and_comes_back(serving, trio) -> None:
     svc = serving("killed")
+    board = svc.dashboard(widgets=False, period=60)
     victim = worker_of(svc, 1)
     xs = inputs(300)
     result = closed_loop(svc.call, xs, callers=8, after={100: lambda: kill_worker(trio, victim)})
@@ -119,6 +122,26 @@ def test_a_replica_killed_under_load_fails_no_request_and_comes_back(serving, tr
     lost = kinds.index(("replica-lost", "killed/1"))
     assert ("replica-ready", "killed/1") in kinds[lost:], kinds
     assert svc.table()["replicas"][1]["worker"] == victim  # back on its restarted worker
+
+    # the one fold of the service's events (the panel's, read from the journal, and the
+    # dashboard's, fed live) says what the coordinator's table says
+    def facts(view: ServiceView) -> tuple[Any, ...]:
+        rows = [(r.replica, r.worker, r.state) for r in view.replica_rows()]
+        return (view.health and view.health.value, view.wanted, rows)
+
+    table = svc.table()
+    told = (
+        table["health"],
+        table["wanted"],
+        [(r["replica"], r["worker"], r["state"]) for r in table["replicas"]],
+    )
+    journal = functools.reduce(
+        ServiceView.apply, history(service_topic("killed")), ServiceView("killed")
+    )
+    assert facts(journal) == told
+    assert [h.value for _, h, _ in journal.transitions][-2:] == ["DEGRADED", "HEALTHY"]
+    poll_for(lambda: facts(board.state.view) == told, timeout=10, what="the dashboard's fold")
+    board.close()
 
 
 @pytest.mark.chaos
