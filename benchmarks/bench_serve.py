@@ -562,19 +562,19 @@ def ft_tables(out: dict[str, Any], args: Any) -> list[Table]:
             reference=[own],
             reference_name="the fallback's own call",
         )
-        add(
-            t,
-            "slowest fallback answer of a run, from its start",
-            "s",
-            values(d, "fallback_max_ms", 1e-3),
-        )
+        from_start = values(d, "fallback_max_ms")
         add(
             t,
             "in flight at the kills: the last kill -> their fallback answer, slowest",
             "s",
             values(d, "caught_after_kills_max_ms", 1e-3),
             goal=Goal("value", "<=", 0.150),
-            detail="goal: the in-flight goal of a kill, 150 ms",
+            detail=(
+                "goal: the in-flight goal of a kill, 150 ms; from their start, the "
+                f"slowest was {statistics.median(from_start):.1f} ms (median of runs)"
+                if from_start
+                else "goal: the in-flight goal of a kill, 150 ms"
+            ),
         )
         add(
             t,

@@ -17,7 +17,10 @@ float32 values in float64 is exact, or off by far less than float32 resolves, in
 order. A survivor that takes over a lost rank's part computes it in a backward pass
 of its own. The cost: a float64 buffer beside the gradients (8 bytes per parameter)
 and twice the bytes in the all-reduce; ``ft-notebook.train.float64-sums: false``
-trades the invariance for them.
+trades the invariance for them. With at most two parts (a run that never had more
+than two workers) it costs nothing: a float32 sum of two values is rounded once
+whoever adds them and in either order, which is what the float64 path gives, so
+those runs sum in float32 in place.
 
 With ``deterministic=True`` the buffer has one row per micro-chunk of the step (a
 fixed size, whatever the world size): each rank fills the rows of its chunks and
@@ -131,10 +134,17 @@ class Trainer:
                 self._backward(indices[lo:hi], (hi - lo) / n, step, c, rows[c])
                 rows[c, :-1] = sent(rows[c, :-1], world, honest, (hi - lo) / n)
             return rows
-        if not self.spec.float64_sums:
+        if not self.spec.float64_sums or max(parts, world) <= 2:
+            # float32, accumulated in place: with at most two parts the sum is one
+            # rounding of p0 + p1 wherever it is taken (one rank's two backward passes
+            # or a two-rank all-reduce), the float64 path's result bit for bit, at
+            # half its all-reduce bytes and without its two copies
             flat = self._flat_gradients()
+            loss = 0.0
             for slot, lo, hi in slices:
                 self._backward(indices[lo:hi], (hi - lo) / n, step, slot, flat)
+                loss += float(flat[-1])  # each pass writes its own weighted loss there
+            flat[-1] = loss
             flat[:-1] = sent(flat[:-1], world, honest, share)
             return flat
         if self._total is None:  # the float64 buffer the parts are summed in, all-reduced

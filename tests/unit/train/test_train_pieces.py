@@ -97,6 +97,41 @@ def test_float64_sums_over_fixed_parts_do_not_depend_on_the_world_size() -> None
     assert not (torch.equal(old[0], old[1]) and torch.equal(old[0], old[2]))
 
 
+def test_two_parts_sum_in_float32_to_the_float64_path_s_result_bit_for_bit() -> None:
+    # a run that never had more than two workers sums in float32, in place: on two
+    # workers (an all-reduce) and on one (a second backward pass into the same buffer)
+    # it must give what the float64 path gives, p0 and p1 each from a pass of its own
+    # into a zeroed buffer, summed in float64 and rounded once
+    g = torch.Generator().manual_seed(5)
+    problem = regression_problem(size=64, batch=64)
+    problem["model"] = _relu_mlp
+    problem["loss"] = torch.nn.functional.cross_entropy
+    problem["data"].tensors = (
+        torch.randn(64, 16, generator=g),
+        torch.randint(0, 4, (64,), generator=g),
+    )
+    spec = _spec(problem)
+    cpu = torch.device("cpu")
+    reference = Trainer(spec, cpu)
+    indices = reference.step_indices(0)
+    total = torch.zeros(reference.numel + 1, dtype=torch.float64)
+    for part, lo, hi in reference.slices(len(indices), 0, 1, parts=2):
+        flat = reference._flat_gradients()
+        reference._backward(indices[lo:hi], (hi - lo) / len(indices), 0, part, flat)
+        total += flat
+    expected = total.float()[:-1]
+    for world in (2, 1):
+        trainers = [Trainer(spec, cpu) for _ in range(world)]
+        buffers = [t.local_gradients(0, r, world, parts=2) for r, t in enumerate(trainers)]
+        assert all(b.dtype == torch.float32 for b in buffers)  # half the bytes
+        summed = buffers[0] if world == 1 else buffers[0] + buffers[1]
+        assert torch.equal(summed[:-1], expected), world
+        assert float(summed[-1]) == pytest.approx(float(total[-1]), rel=1e-6)
+    # three parts still sum in float64
+    three = Trainer(spec, cpu).local_gradients(0, 0, 2, parts=3)
+    assert three.dtype == torch.float64
+
+
 def test_weighted_gradients_sum_to_the_single_process_gradient() -> None:
     spec = _spec(regression_problem(size=64, batch=24, dtype=torch.float64))
     cpu = torch.device("cpu")
