@@ -28,7 +28,7 @@ from ft_notebook.testing.training_chaos import (
     reference_weights,
     run_drill,
 )
-from ft_notebook.train import epoch_order, fit
+from ft_notebook.train import Run, epoch_order, fit
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -137,6 +137,45 @@ def test_the_two_kills_that_showed_the_divergence_end_on_the_reference(
     assert info["joins"] == [], "a worker rejoined: the drill no longer runs 1 worker at 75"
     gap = distance(final_weights(run), final_weights(reference))
     assert gap <= TOLERANCE, f"{gap:.3g} away from the undisturbed run"
+
+
+def test_a_run_of_two_workers_that_loses_one_ends_bit_identical(
+    trio: Client, tmp_path: Path
+) -> None:
+    """A run that never has more than two workers sums its two parts in float32, in
+    place: one rounding of p0 + p1 whether two ranks all-reduce them or the survivor
+    adds them in two backward passes. So a kill must not move a single bit of its
+    weights, with ``deterministic=False``."""
+    all_three(trio)
+
+    def pair(name: str, **kw: object) -> Run:
+        return fit(
+            epochs=2,
+            cluster=trio,
+            name=name,
+            store=str(tmp_path / name),
+            checkpoint_every=50,
+            max_workers=2,
+            min_workers=1,
+            **kw,  # type: ignore[arg-type]
+        )
+
+    reference = pair("pair-reference", wait=True, timeout=300, **drill_problem(counters=False))
+    run = pair("pair", wait=False, **drill_problem(counters=False))
+    info = poll_for(
+        lambda: (i := run.info())["step"] >= 40 and i["world_size"] == 2 and i,
+        timeout=120,
+        what="step 40 with two workers",
+    )
+    kill_worker(trio, str(info["members"][1]))
+    run.wait(timeout=300)
+    recoveries = run.info()["recoveries"]
+    assert recoveries, "the kill struck no member of the run"
+    assert min(r["workers_after"] for r in recoveries) == 1
+    weights, expected = final_weights(run), final_weights(reference)
+    assert all(torch.equal(a, b) for a, b in zip(weights, expected, strict=True)), (
+        f"{distance(weights, expected):.3g} away from the undisturbed run"
+    )
 
 
 def _model_drawing_more_on_worker_0(samples: int) -> DrillModel:
