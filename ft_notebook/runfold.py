@@ -119,8 +119,22 @@ class Recovery:
         )
 
 
+class _Folded:
+    """What every view knows of the events it folded (its ``seen`` field)."""
+
+    seen: Mapping[str, int]
+
+    def has_seen(self, event: Event) -> bool:
+        return bool(event.seq) and event.seq <= self.seen.get(event.topic, 0)
+
+    @property
+    def last_seq(self) -> int:
+        """The newest sequence number folded (0 for none)."""
+        return max(self.seen.values(), default=0)
+
+
 @dataclass(frozen=True)
-class RunView:
+class RunView(_Folded):
     """What a run's events say of it. Start from ``RunView()`` and ``apply`` each
     event; every field is None (or empty) until an event says otherwise."""
 
@@ -152,14 +166,6 @@ class RunView:
     seen: Mapping[str, int] = field(default_factory=dict)
     #: Time of the newest event folded.
     updated: float = 0.0
-
-    def has_seen(self, event: Event) -> bool:
-        return bool(event.seq) and event.seq <= self.seen.get(event.topic, 0)
-
-    @property
-    def last_seq(self) -> int:
-        """The newest sequence number folded (0 for none)."""
-        return max(self.seen.values(), default=0)
 
     def apply(self, event: Event) -> RunView:
         """This view with ``event`` folded in (this very view for a replayed event)."""
@@ -267,7 +273,7 @@ class ReplicaFact:
 
 
 @dataclass(frozen=True)
-class ServiceView:
+class ServiceView(_Folded):
     """What a service's events say of it. Start from ``ServiceView(name)`` and
     ``apply`` each event of its topic. A ``service-started`` begins it afresh: a name
     closed and used again is a new service."""
@@ -284,14 +290,6 @@ class ServiceView:
     closed: bool = False
     seen: Mapping[str, int] = field(default_factory=dict)
     updated: float = 0.0
-
-    def has_seen(self, event: Event) -> bool:
-        return bool(event.seq) and event.seq <= self.seen.get(event.topic, 0)
-
-    @property
-    def last_seq(self) -> int:
-        """The newest sequence number folded (0 for none)."""
-        return max(self.seen.values(), default=0)
 
     def apply(self, event: Event) -> ServiceView:
         """This view with ``event`` folded in (this very view for a replayed event)."""

@@ -68,18 +68,23 @@ def _relu_mlp() -> torch.nn.Module:
     )
 
 
-def test_float64_sums_over_fixed_parts_do_not_depend_on_the_world_size() -> None:
-    # the default arithmetic: a run that lost workers (world 2 or 1 of 3 parts) sums
-    # to what the undisturbed run (world 3) sums, after the rounding to float32
-    g = torch.Generator().manual_seed(3)
-    problem = regression_problem(size=96, batch=96)
+def _relu_problem(samples: int, seed: int) -> dict[str, Any]:
+    """A ReLU classifier on random data, one batch of ``samples``: rounding flips it."""
+    g = torch.Generator().manual_seed(seed)
+    problem = regression_problem(size=samples, batch=samples)
     problem["model"] = _relu_mlp
     problem["loss"] = torch.nn.functional.cross_entropy
     problem["data"].tensors = (
-        torch.randn(96, 16, generator=g),
-        torch.randint(0, 4, (96,), generator=g),
+        torch.randn(samples, 16, generator=g),
+        torch.randint(0, 4, (samples,), generator=g),
     )
-    spec = _spec(problem)
+    return problem
+
+
+def test_float64_sums_over_fixed_parts_do_not_depend_on_the_world_size() -> None:
+    # the default arithmetic: a run that lost workers (world 2 or 1 of 3 parts) sums
+    # to what the undisturbed run (world 3) sums, after the rounding to float32
+    spec = _spec(_relu_problem(96, seed=3))
     assert spec.float64_sums
     assert not spec.deterministic
     cpu = torch.device("cpu")
@@ -102,15 +107,7 @@ def test_two_parts_sum_in_float32_to_the_float64_path_s_result_bit_for_bit() -> 
     # workers (an all-reduce) and on one (a second backward pass into the same buffer)
     # it must give what the float64 path gives, p0 and p1 each from a pass of its own
     # into a zeroed buffer, summed in float64 and rounded once
-    g = torch.Generator().manual_seed(5)
-    problem = regression_problem(size=64, batch=64)
-    problem["model"] = _relu_mlp
-    problem["loss"] = torch.nn.functional.cross_entropy
-    problem["data"].tensors = (
-        torch.randn(64, 16, generator=g),
-        torch.randint(0, 4, (64,), generator=g),
-    )
-    spec = _spec(problem)
+    spec = _spec(_relu_problem(64, seed=5))
     cpu = torch.device("cpu")
     reference = Trainer(spec, cpu)
     indices = reference.step_indices(0)
