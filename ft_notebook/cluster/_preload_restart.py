@@ -14,5 +14,15 @@ need it, and a first run pays it once while it warms up anyway.
 
 from __future__ import annotations
 
-import torch._dynamo
-import torch.optim  # noqa: F401
+import logging
+
+try:
+    import torch._dynamo
+    import torch.optim  # noqa: F401
+except Exception as e:  # a preload that raises stops the worker from starting, for good
+    logging.getLogger(__name__).warning(
+        "could not import torch._dynamo before registering (%s: %s); a rank imports it "
+        "when it first needs it",
+        type(e).__name__,
+        e,
+    )

@@ -166,11 +166,19 @@ class Service:
         """A live view of the service: a tile per replica, the tier and its reason,
         requests/s, p50/p99 and the fallback's share over time (as this caller sees
         them), refreshed every ``period`` seconds."""
-        from ft_notebook.events import service_topic, subscribe
+        from ft_notebook.events import history, service_topic, subscribe
         from ft_notebook.widgets import ServiceDashboard
 
+        topic = service_topic(self.name)
+
         def follow(callback: Callable[[Any], None]) -> Any:
-            return subscribe(service_topic(self.name), callback, via=self.client)
+            # the scheduler's recent events too: a subscription replays this machine's
+            # journal only, which lacks what a coordinator on another machine published
+            past = history(topic, via=self.client)
+            for event in past:
+                callback(event)
+            since = max((e.seq for e in past), default=0)
+            return subscribe(topic, callback, via=self.client, since=since)
 
         return ServiceDashboard(
             self.name, self.router.status, follow, period=period, widgets=widgets

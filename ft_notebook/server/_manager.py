@@ -185,7 +185,8 @@ class ResilienceManager:
         return rows
 
     def services(self, cluster: object) -> list[ServiceModel]:
-        """The services of ``cluster`` with their replicas, asked of its scheduler."""
+        """The services of ``cluster`` (asked of its scheduler) with their replicas, from
+        their events (see ._services)."""
         name = _name(cluster, "cluster name")
         with self._client(name) as client:
             return self._routers.services(client, name)
