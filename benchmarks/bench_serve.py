@@ -15,8 +15,9 @@ runs for ft, each fault injected after a third of the requests were answered:
 - **hedge**: one replica 200 ms slower on 5% of its calls; the p99 with hedging
   against a service with hedging off (``hedge_budget=0``), and against the healthy
   p99; extra requests sent; ``hedge=False`` per call as context.
-- **all**: every worker SIGKILLed. Failed requests; the fallback's answers' latency
-  against the fallback's own time; the last worker's registration -> HEALTHY.
+- **all**: every worker SIGKILLed. Failed requests; the slowest fallback answer of the
+  requests asked after the last kill, against the fallback's own time; those in flight
+  at the kills timed from the last kill; the last worker's registration -> HEALTHY.
 - **overhead**: no fault: p50, p99 and requests/s against calling a Dask actor holding
   the same model directly.
 - **ray**: the no-fault loop against Ray Serve's handle (``benchmarks/.venv-ray``, made
