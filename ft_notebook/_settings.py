@@ -60,7 +60,9 @@ class TrainConfig:
     fast_recovery: bool
     #: Survivor groups are prepared while a run trains on at most this many workers.
     survivor_groups_max_world: int
-    group_timeout_s: float
+    #: How long a group's setup waits for its peers, and how long a collective may.
+    rendezvous_timeout_s: float
+    collective_timeout_s: float
     #: A step that has not advanced for max(stall_min_s, stall_factor x the median
     #: step time) is a hang even while heartbeats go on; the first steps get
     #: first_steps_floor_s, since they include compilation and warm-up.

@@ -30,6 +30,7 @@ import gc
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ft_notebook.exceptions import RendezvousTimeout, TrainingError
@@ -96,10 +97,23 @@ class Waker:
             raise PeerFailed(f"{what} failed: {str(e).splitlines()[0][:300]}") from e
 
 
+@dataclass(frozen=True)
+class GroupTimeouts:
+    """How long a group's setup waits for its peers (``rendezvous_s``: also the store
+    clients' waits), and how long one of its collectives may (``collective_s``: the
+    group's own timeout; a rank slow once must not cost a regroup, and hangs are the
+    stall watch's)."""
+
+    rendezvous_s: float
+    collective_s: float
+
+
 def make_group(
     store: Any, prefix: str, rank: int, world: int, backend: str, timeout_s: float
 ) -> Any:
-    """A process group of ``world`` ranks meeting under ``prefix`` (blocks until all join)."""
+    """A process group of ``world`` ranks meeting under ``prefix`` (blocks until all
+    join: the store's own timeout bounds the wait for a peer's address); ``timeout_s``
+    is the group's, which bounds each of its collectives."""
     import torch.distributed as dist
 
     timeout = datetime.timedelta(seconds=timeout_s)

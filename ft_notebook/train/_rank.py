@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any
 from ft_notebook.exceptions import RendezvousTimeout
 from ft_notebook.train._agreement import StateAgreement
 from ft_notebook.train._collectives import Collectives
-from ft_notebook.train._groups import Generation, Interrupted, PeerFailed, Waker, abort_nccl
+from ft_notebook.train._groups import (
+    Generation,
+    GroupTimeouts,
+    Interrupted,
+    PeerFailed,
+    Waker,
+    abort_nccl,
+)
 from ft_notebook.train._held_state import HeldState
 from ft_notebook.train._protocol import Phase, Plan, ReportKind
 from ft_notebook.train._rank_checkpoints import RankCheckpoints
@@ -263,7 +270,7 @@ class RankActor(threading.Thread):
             self.waker,
             self.worker_name,
             backend,
-            spec.group_timeout_s,
+            GroupTimeouts(spec.rendezvous_timeout_s, spec.collective_timeout_s),
             self.reporter,
         )
         if spec.deterministic:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ft_notebook.train._groups import (
     Generation,
+    GroupTimeouts,
     PeerFailed,
     Waker,
     form_interruptibly,
@@ -36,11 +37,11 @@ class RankGenerations:
         waker: Waker,
         name: str,
         backend: str,
-        timeout_s: float,
+        timeouts: GroupTimeouts,
         reporter: RankReporter,
     ) -> None:
         self.collectives, self.waker, self.name = collectives, waker, name
-        self.backend, self.timeout_s, self.reporter = backend, timeout_s, reporter
+        self.backend, self.timeouts, self.reporter = backend, timeouts, reporter
 
     def establish(self, plan: Plan) -> Generation:
         """Make ``plan``'s generation the rank's; raises Interrupted, PeerFailed or
@@ -49,7 +50,8 @@ class RankGenerations:
         return gen
 
     def _make(self, plan: Plan) -> Generation:
-        old, timeout_s, log = self.collectives.gen, self.timeout_s, self.reporter.log
+        old, log = self.collectives.gen, self.reporter.log
+        timeout_s = self.timeouts.collective_s  # what a group left behind may still run
         rank, world = plan.members.index(self.name), len(plan.members)
         if plan.how is How.SURVIVE and old is not None and old.gen == plan.base and plan.lost:
             group = old.survivor_group(plan.lost)
@@ -71,7 +73,7 @@ class RankGenerations:
             self.waker,
             lambda: make_group(store, prefix, rank, world, backend, timeout_s),
             f"rendezvous of generation {plan.gen}",
-            timeout_s,
+            self.timeouts.rendezvous_s,
         )
         log(f"generation {plan.gen}: rank {rank} of {world}")
         return Generation(plan.prefix, plan.gen, plan.members, self.name, group, self.backend)
@@ -84,7 +86,7 @@ class RankGenerations:
         def report() -> None:
             self.reporter.report(ReportKind.PREPARED, prepared_gen=gen_no)
 
-        gen.prepare_survivors(self.store(plan.store), self.timeout_s, report)
+        gen.prepare_survivors(self.store(plan.store), self.timeouts.collective_s, report)
 
     def store(self, address: tuple[str, int]) -> Any:
         """A new client of the rendezvous store. One per rendezvous and per survivor
@@ -97,11 +99,11 @@ class RankGenerations:
             address[1],
             None,
             False,
-            timeout=datetime.timedelta(seconds=self.timeout_s),
+            timeout=datetime.timedelta(seconds=self.timeouts.rendezvous_s),
         )
 
     def leave(self) -> None:
         """The rank stops: retire the generation it is in."""
         if self.collectives.gen is not None:
-            self.collectives.gen.retire(self.timeout_s)
+            self.collectives.gen.retire(self.timeouts.collective_s)
         self.collectives.gen = None

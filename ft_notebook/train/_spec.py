@@ -62,7 +62,10 @@ class FitSpec:
     aggregator: Any = None
     #: "stall" | "mean": the aggregator's condition fails for the world left
     on_violation: str = field(default_factory=train_setting("on_violation"))
-    group_timeout_s: float = field(default_factory=train_setting("group_timeout_s"))
+    #: How long a rendezvous (a group's setup, a store client) waits for its peers, and
+    #: how long one collective may wait: hangs are the stall watch's, so that is long.
+    rendezvous_timeout_s: float = field(default_factory=train_setting("rendezvous_timeout_s"))
+    collective_timeout_s: float = field(default_factory=train_setting("collective_timeout_s"))
     #: The fast path (survivor groups) up to this world size.
     survivor_groups_max_world: int = field(
         default_factory=train_setting("survivor_groups_max_world")

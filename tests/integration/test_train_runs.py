@@ -261,6 +261,36 @@ def test_slow_first_steps_and_a_step_ten_times_the_median_are_not_hangs(
     assert info["recoveries"] == [], info["recoveries"]
 
 
+def test_a_rank_slower_once_than_the_rendezvous_timeout_costs_no_regroup(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    """One rank takes 3 s over one step while its peer waits in the all-reduce. With
+    one timeout for the rendezvous and the collectives (1 s here) that collective
+    failed and the same members formed again; collectives have their own timeout now,
+    and the run keeps its first generation (the stop plan is the second)."""
+    settings = {
+        "ft-notebook.train.rendezvous-timeout": "1s",
+        "ft-notebook.train.first-steps-floor": "30s",
+        "ft-notebook.train.stall-min": "30s",
+    }
+    problem = counting_problem(delay_s=0.01)
+    order = epoch_order(0, 0, 256)
+    problem["data"].slow = {int(order[4 * 32]): 3.0}  # in step 5's batch: one rank fetches it
+    problem["data"].slow_once = str(tmp_path / "slow-once")
+    try:
+        with dask.config.set(settings):
+            reload_config()
+            run = fit(epochs=1, cluster=client, name=unique_name, store=str(tmp_path), **problem)
+    finally:
+        reload_config()
+    info = run.info()
+    assert (tmp_path / "slow-once").exists()  # the slow fetch happened
+    assert info["state"] == "COMPLETED"
+    assert info["recoveries"] == []
+    assert info["generation"] == 2, run.logs()
+    assert bool((run.model().counts == 1).all())  # every sample once
+
+
 def test_a_step_stuck_on_one_rank_is_evicted(
     client: Client, tmp_path: Path, unique_name: str
 ) -> None:

@@ -103,7 +103,7 @@ def test_config_accepts_the_defaults_and_reads_every_train_setting() -> None:
     fields = {k.removesuffix("_s").replace("_", "-") for k in vars(train)}
     assert fields == {k.removeprefix("train.") for k in SETTINGS if k.startswith("train.")}
     assert train.checkpoint_every == DEFAULTS["ft-notebook"]["train"]["checkpoint-every"]
-    assert train.group_timeout_s == 30.0
+    assert (train.rendezvous_timeout_s, train.collective_timeout_s) == (30.0, 600.0)
 
 
 def _schema_accepts(key: str, value: Any) -> bool:
@@ -136,7 +136,7 @@ def test_what_the_schema_refuses_config_refuses_too(key: str) -> None:
         ("train.min-workers", 1.5),
         ("train.device", "tpu"),
         ("train.amp", "yes"),
-        ("train.group-timeout", "-5s"),
+        ("train.rendezvous-timeout", "-5s"),
         ("train.store-keep", 0),
         ("cluster.port", 70000),
     ],
