@@ -73,6 +73,7 @@ def load_config() -> FTConfig:
     )
 
     s = _section()
+    _refuse_retired(s)
     return FTConfig(
         data_dir=_data_dir(_get(s, "data-dir")),
         events=EventsConfig(
@@ -236,6 +237,25 @@ def _section() -> dict[str, Any]:
     section = _config_sources.get(merged, _SECTION)
     assert isinstance(section, dict)
     return section
+
+
+#: Settings that no longer exist -> what replaced them: a value left in a user's file
+#: must not be ignored without a word.
+RETIRED = {
+    "train.group-timeout": "train.rendezvous-timeout (a group's setup, 30s) and "
+    "train.collective-timeout (one collective, 600s)",
+}
+
+
+def _refuse_retired(section: Mapping[str, Any]) -> None:
+    for key, instead in RETIRED.items():
+        try:
+            value = _get(section, key)
+        except (KeyError, TypeError):
+            continue
+        raise ConfigError(
+            f"ft-notebook.{key}", value, expected=f"no value: it was split into {instead}"
+        )
 
 
 def _get(section: Mapping[str, Any], key: str) -> Any:

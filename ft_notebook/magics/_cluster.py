@@ -21,10 +21,12 @@ def add_parsers(add: Any) -> None:
     p.add_argument("--gpus", help="for up: 'auto', 'none', 'all' or indices such as 0,2")
     p = add(
         "chaos",
-        "Kill, hang, slow down or resume a worker or a replica, for a drill.",
+        "Kill, hang, slow down, isolate or resume a worker or a replica, for a drill.",
         handlers.chaos,
     )
-    p.add_argument("action", choices=["kill", "hang", "slow", "byzantine", "nan", "resume"])
+    p.add_argument(
+        "action", choices=["kill", "hang", "slow", "byzantine", "nan", "isolate", "resume"]
+    )
     p.add_argument(
         "worker",
         metavar="TARGET",
@@ -89,6 +91,8 @@ class ClusterCommands:
             raise _usage("--ms must be >= 0 and --fraction in (0, 1]")
         if args.action in ("byzantine", "nan"):
             return self._byzantine(args)
+        if args.action == "isolate":
+            return self._isolate(args)
         client = self.client(args.name)
         if args.action == "slow":
             row = slow_replica(client, args.worker, args.ms, args.fraction)
@@ -110,6 +114,22 @@ class ClusterCommands:
 
             if good_again(client, done.worker):
                 print(f"ft: worker {done.worker!r} sends its own gradients again")
+            from ft_notebook.train._partition import reconnect_worker
+
+            if reconnect_worker(client, done.worker):
+                print(f"ft: worker {done.worker!r} meets its peers in new groups again")
+
+    def _isolate(self, args: argparse.Namespace) -> None:
+        from ft_notebook.serve._chaos import PREFIX
+        from ft_notebook.train._partition import isolate_worker
+
+        if args.worker.startswith(PREFIX):
+            raise _usage("%ft chaos isolate cuts a training worker off its peers, not a replica")
+        name = isolate_worker(self.client(args.name), args.worker)
+        print(
+            f"ft: worker {name!r} can no longer meet its peers in a new group (a run "
+            f"evicts it after a few failed forms); %ft chaos resume {name} undoes it"
+        )
 
     def _byzantine(self, args: argparse.Namespace) -> None:
         from ft_notebook.exceptions import AggregationError

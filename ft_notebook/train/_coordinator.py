@@ -13,7 +13,8 @@ parts it wires together, each given what it needs:
 - :class:`~._generations.Generations`: plans, their delivery, what a loss does;
 - :class:`~._end.RunEnd`: the end of a run;
 - :class:`~._membership.Membership`: rank actors, joiners, the control plane's news;
-- :class:`~._recoveries.Recoveries`: recoveries completed, failed collectives;
+- :class:`~._recoveries.Recoveries`: recoveries completed, failed collectives, and
+  through :class:`~._evictions.Evictions` a member that cannot meet its peers evicted;
 - :class:`~._notes.RunNotes`: skipped steps, rollbacks, repairs, checkpoints;
 - :class:`~._reports.RunReports`: rank reports, dispatched by kind (:mod:`._history`
   handles progress and evaluations);
@@ -30,6 +31,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from ft_notebook.cluster.plugins import control_plane
 from ft_notebook.events import RunState
 from ft_notebook.train._end import RunEnd
+from ft_notebook.train._evictions import Evictions
 from ft_notebook.train._generations import Generations
 from ft_notebook.train._link import SchedulerLink
 from ft_notebook.train._membership import Membership
@@ -58,7 +60,9 @@ class RunCoordinator(SchedulerPlugin):
         self.members = Membership(
             self.runs, self.link, self.status, self.plans, self.progress, self.end
         )
-        self.recoveries = Recoveries(self.status, self.plans, self.end)
+        self.recoveries = Recoveries(
+            self.status, self.plans, self.end, Evictions(self.link, self.plans)
+        )
         self.reports = RunReports(
             self.runs, self.members, self.plans, self.recoveries, RunNotes(self.status), self.end
         )

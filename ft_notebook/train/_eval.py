@@ -1,14 +1,14 @@
 """Evaluation off the training thread: ``eval_fn`` runs on a copy of the model.
 
 Rank 0 evaluates every ``eval_every`` steps. Run in the training thread, an
-evaluation holds every other rank inside the next collective until it ends, and one
-longer than the group's timeout (30 s) fails that collective, so the run regroups as
-if rank 0 were lost. So the model is copied (its weights at that step, without
-gradients) and evaluated in a thread while training goes on; the result is reported
-with the step it belongs to. An evaluation still running when the next falls due is
-waited for briefly, then that one is skipped. The copy costs a second copy of the
-weights on the device; a model that cannot be deep-copied is evaluated on the
-training thread as before.
+evaluation holds every other rank inside the next collective until it ends; that
+costs the run time, not a regroup, as long as it ends within ``collective-timeout``
+(10 minutes; the rendezvous has its own, shorter, timeout). So the model is copied
+(its weights at that step, without gradients) and evaluated in a thread while
+training goes on; the result is reported with the step it belongs to. An evaluation
+still running when the next falls due is waited for briefly, then that one is
+skipped. The copy costs a second copy of the weights on the device; a model that
+cannot be deep-copied is evaluated on the training thread.
 """
 
 from __future__ import annotations

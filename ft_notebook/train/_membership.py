@@ -114,7 +114,7 @@ class Membership:
                     del record.actors[name]
                     record.ready.pop(name, None)
                     self.plans.lost(record, [name], cause or f"worker {kind}")
-            elif kind == "joined" and name not in record.actors:
+            elif kind == "joined" and name not in record.actors and name not in record.evicted:
                 limit = record.options.max_workers
                 if limit is None or len(record.actors) < limit:
                     record.arrivals[name] = time.time()

@@ -43,7 +43,7 @@ from ft_notebook.train._groups import (
 from ft_notebook.train._held_state import HeldState
 from ft_notebook.train._protocol import Phase, Plan, ReportKind
 from ft_notebook.train._rank_checkpoints import RankCheckpoints
-from ft_notebook.train._rank_generations import RankGenerations
+from ft_notebook.train._rank_generations import NotMet, RankGenerations
 from ft_notebook.train._rank_report import RankReporter
 from ft_notebook.train._steps import StepLoop
 
@@ -310,7 +310,10 @@ class RankActor(threading.Thread):
                 self._drop_buffers()
                 self.reporter.set_phase(Phase.PEER_FAILED)
                 log(str(e))
-                self.reporter.report(ReportKind.PEER_FAILED, error=str(e), plan=plan.gen)
+                seen = {}
+                if isinstance(e, NotMet) and e.absent is not None:
+                    seen["absent"] = list(e.absent)  # who its peers may blame
+                self.reporter.report(ReportKind.PEER_FAILED, error=str(e), plan=plan.gen, **seen)
 
     def _generation(self, plan: Plan) -> None:
         """Establish the plan's generation, agree on its state and train it to the end;

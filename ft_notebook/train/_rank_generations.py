@@ -7,6 +7,11 @@ retiring of the generation it leaves; and the survivor groups built in the
 background while a generation trains. The generation the rank is in is
 ``collectives.gen`` (:class:`~._collectives.Collectives`); only this object changes
 it while the rank runs.
+
+Each rank marks its arrival in the store before it forms a group; a rendezvous that
+fails says which members' marks the rank did not find (:class:`NotMet`), so the coordinator
+can tell a member that never came from peers that could not reach each other
+(:mod:`._evictions`). :mod:`._partition` is the drill of such a member.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
+from ft_notebook.exceptions import RendezvousTimeout
 from ft_notebook.train._groups import (
     Generation,
     GroupTimeouts,
@@ -22,12 +28,26 @@ from ft_notebook.train._groups import (
     form_interruptibly,
     make_group,
 )
+from ft_notebook.train._partition import isolated
 from ft_notebook.train._protocol import How, Phase, ReportKind
 
 if TYPE_CHECKING:
     from ft_notebook.train._collectives import Collectives
     from ft_notebook.train._protocol import Plan
     from ft_notebook.train._rank_report import RankReporter
+
+
+class NotMet(RendezvousTimeout):
+    """A rendezvous failed; ``absent``: the members whose arrival marks this rank did
+    not find (None: it could not look)."""
+
+    def __init__(self, message: str, absent: tuple[str, ...] | None) -> None:
+        super().__init__(message)
+        self.absent = absent
+
+
+def arrival_key(prefix: str, name: str) -> str:
+    return f"{prefix}arrived/{name}"
 
 
 class RankGenerations:
@@ -69,14 +89,29 @@ class RankGenerations:
         self.reporter.set_phase(Phase.RENDEZVOUS)
         store = self.store(plan.store)
         prefix, backend = plan.prefix, self.backend
-        group = form_interruptibly(
-            self.waker,
-            lambda: make_group(store, prefix, rank, world, backend, timeout_s),
-            f"rendezvous of generation {plan.gen}",
-            self.timeouts.rendezvous_s,
-        )
+        if isolated():  # the drill (%ft chaos isolate): where no peer ever comes
+            prefix = f"{prefix}isolated-{self.name}/"
+        store.set(arrival_key(prefix, self.name), "1")
+        try:
+            group = form_interruptibly(
+                self.waker,
+                lambda: make_group(store, prefix, rank, world, backend, timeout_s),
+                f"rendezvous of generation {plan.gen}",
+                self.timeouts.rendezvous_s,
+            )
+        except RendezvousTimeout as e:
+            raise NotMet(str(e), self._absent(plan)) from e
         log(f"generation {plan.gen}: rank {rank} of {world}")
         return Generation(plan.prefix, plan.gen, plan.members, self.name, group, self.backend)
+
+    def _absent(self, plan: Plan) -> tuple[str, ...] | None:
+        """The members whose arrival marks are not in the store under ``plan``'s prefix
+        (a fresh client: the rendezvous' own may still be waiting in its thread)."""
+        try:
+            store = self.store(plan.store)
+            return tuple(m for m in plan.members if not store.check([arrival_key(plan.prefix, m)]))
+        except Exception:  # the store itself is out of reach: nothing to tell
+            return None
 
     def prepare_survivors(self, plan: Plan, gen: Generation) -> None:
         """Build ``gen``'s leave-one-out groups in the background; "prepared" is

@@ -9,6 +9,7 @@ one part that writes it: ``state``, ``reason`` and ``health`` :mod:`._status`;
 ``pending`` :mod:`._generations`; ``actors``, ``ready``, ``seen``, ``arrivals``,
 ``admitting``, ``target_world`` and ``resumed_from`` :mod:`._membership`;
 ``recoveries``, ``joins``, ``regrouping`` and closing ``pending`` :mod:`._recoveries`;
+``evicted`` and ``absent`` :mod:`._evictions`;
 ``history``, ``history_every``, ``steps_per_s`` and ``step_times`` :mod:`._history`;
 ``notes``, ``nonfinite``, ``checkpoint`` and ``lagging`` :mod:`._notes`;
 ``finished_at`` and ``errors`` :mod:`._end`; ``published`` :mod:`._progress_publisher`;
@@ -18,6 +19,7 @@ move on with the reports that carry them.
 
 from __future__ import annotations
 
+import collections
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -106,6 +108,10 @@ class Record:
     #: Re-forms of the same members after collectives failed at one step with no
     #: loss: {"step", "since" (the first), "count"}.
     regrouping: dict[str, Any] | None = None
+    #: Members taken out of the run for not meeting their peers: name -> why.
+    evicted: dict[str, str] = field(default_factory=dict)
+    #: Generation -> how often each member was reported absent from its rendezvous.
+    absent: dict[int, collections.Counter[str]] = field(default_factory=dict)
     published: tuple[float, Any] = (0.0, None)  # when, and what, progress was last published
 
     @property
@@ -144,4 +150,6 @@ class Record:
             # a robust aggregator: steps each worker's gradient was suspect in
             "suspects": dict(self.suspects),
             "mean_steps": self.mean_steps,
+            # members taken out for not meeting their peers, and why
+            "evicted": dict(self.evicted),
         }

@@ -3,7 +3,9 @@
 :class:`Recoveries` owns ``Record.pending`` once a loss opened it (:mod:`._generations`),
 ``Record.recoveries`` and ``joins`` (a joiner's first step trained), and
 ``Record.regrouping``: the count of re-forms of the same members after collectives
-failed at one step with no worker lost.
+failed at one step with no worker lost. Past :data:`~._evictions.REFORMS_CAP` of them a
+member is evicted (:mod:`._evictions`); with none left to evict, the run fails once
+its step has stood still for the stall threshold.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from ft_notebook.events import RunState
 from ft_notebook.runfold import Recovery
 from ft_notebook.train._end import RunEnd
+from ft_notebook.train._evictions import REFORMS_CAP, Evictions
 from ft_notebook.train._generations import Generations
 from ft_notebook.train._protocol import How, Report
 from ft_notebook.train._record import Record
@@ -23,9 +26,6 @@ from ft_notebook.train._status import RunStatus
 
 logger = logging.getLogger("ft_notebook.train._coordinator")
 
-#: Re-forms of the same members after failed collectives before the run may fail
-#: (it fails only once the step has also stood still for the stall threshold).
-_REGROUPS_MIN = 3
 #: Seconds a failed collective waits for the control plane's news of a loss.
 _LOSS_GRACE_S = 0.5
 
@@ -33,10 +33,13 @@ _LOSS_GRACE_S = 0.5
 class Recoveries:
     """Completes recoveries (``resumed``) and re-forms after failed collectives."""
 
-    def __init__(self, status: RunStatus, plans: Generations, end: RunEnd) -> None:
+    def __init__(
+        self, status: RunStatus, plans: Generations, end: RunEnd, evictions: Evictions
+    ) -> None:
         self.status = status
         self.plans = plans
         self.end = end
+        self.evictions = evictions
 
     def on_resumed(self, record: Record, r: Report) -> None:
         """Rank 0 committed the first step of generation ``r.gen``: joiners trained,
@@ -83,6 +86,7 @@ class Recoveries:
     def on_peer_failed(self, record: Record, r: Report) -> None:
         """A collective failed before the control plane heard of a loss: give the loss
         a moment to arrive, else form the same members again."""
+        self.evictions.on_not_met(record, r)
         plan = record.plan
         if plan is not None and r.data.get("plan", r.gen) == plan.gen:
             error = str(r.data.get("error", ""))
@@ -92,9 +96,11 @@ class Recoveries:
 
     def reform_if_stuck(self, record: Record, gen: int, step: int, error: str) -> None:
         """A collective failed at ``step`` and no loss followed: form the same members
-        again. When they keep failing at the same step for the run's stall threshold (a
-        broken interconnect, a GPU in a bad state), the run fails and says so, rather
-        than re-forming for ever while it looks as if it were running."""
+        again. After :data:`~._evictions.REFORMS_CAP` failures in a row at the step,
+        a member that cannot meet its peers is evicted and the others go on. With no
+        member left to evict (``min_workers``), when they keep failing for the run's
+        stall threshold (a broken interconnect, a GPU in a bad state), the run fails and
+        says so, rather than re-forming for ever while it looks as if it were running."""
         plan = record.plan
         if record.finished or plan is None or plan.gen != gen:
             return
@@ -102,18 +108,26 @@ class Recoveries:
         if step < 0 and stuck is not None:
             step = stuck["step"]  # a rank that joined with no state yet: no news of progress
         if stuck is None or stuck["step"] != step:  # it got further (or rolled back)
-            stuck = record.regrouping = {"step": step, "since": time.time(), "count": 0}
-        stuck["count"] += 1
+            stuck = record.regrouping = {"step": step, "since": time.time()}
+            stuck.update(count=0, failures=0)
+        stuck["count"] += 1  # since the last eviction
+        stuck["failures"] += 1
+        if stuck["count"] >= REFORMS_CAP and self.evictions.evict_one(
+            record, plan, stuck["count"], error
+        ):
+            stuck["count"] = 0
+            return
         waited = time.time() - stuck["since"]
-        if stuck["count"] >= _REGROUPS_MIN and waited >= stall_threshold(record):
+        if stuck["count"] >= REFORMS_CAP and waited >= stall_threshold(record):
             self.end.finish(
                 record,
                 RunState.FAILED,
-                f"the workers' collectives failed {stuck['count']} times in a row at step "
+                f"the workers' collectives failed {stuck['failures']} times in a row at step "
                 f"{stuck['step']} over {waited:.0f} s, with no worker lost (last error: "
-                f"{error or 'none given'}). Check that the workers can reach each other "
-                f"(ft-notebook.cluster.interface, NCCL_DEBUG=INFO on GPUs), then go on "
-                f"from the newest checkpoint with ft.fit(..., resume=True).",
+                f"{error or 'none given'}), and no member is left to evict "
+                f"(min_workers={record.options.min_workers}). Check that the workers can "
+                f"reach each other (ft-notebook.cluster.interface, NCCL_DEBUG=INFO on "
+                f"GPUs), then go on from the newest checkpoint with ft.fit(..., resume=True).",
             )
             return
         logger.warning(
@@ -123,7 +137,7 @@ class Recoveries:
             step,
             error,
             len(plan.members),
-            stuck["count"],
+            stuck["failures"],
         )
         members = [m for m in plan.members if m in record.actors]
         if len(members) >= record.options.min_workers and members:

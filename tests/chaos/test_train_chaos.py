@@ -12,11 +12,13 @@ import textwrap
 from collections.abc import Iterator
 from typing import Any
 
+import dask.config
 import pytest
 import torch
 from distributed import Client
 
 from ft_notebook.cluster.chaos import hang_worker, kill_worker
+from ft_notebook.config import reload_config
 from ft_notebook.testing import poll_for, training_cluster
 from ft_notebook.testing.training import counting_problem, regression_problem
 from ft_notebook.train import Run, attach, epoch_order, fit
@@ -164,6 +166,36 @@ def test_a_kill_during_recovery_takes_the_slow_path(
     back = [j for j in info["joins"] if j["generation"] <= first["generation"]]
     assert first["workers_after"] == 1 + len(back), (first, info["joins"])
     assert all(r["steps_lost"] == 0 for r in info["recoveries"])
+
+
+def test_a_member_that_cannot_meet_its_peers_is_evicted_and_the_others_go_on(
+    client: Client, tmp_path: Any, unique_name: str
+) -> None:
+    """Worker 1 is cut off its peers (``%ft chaos isolate``) before the run: every
+    rendezvous of the three fails. Before, the same members were formed again until
+    the run failed; now, after the capped number of forms, the member the others never
+    saw arrive is evicted, the other two train the run to the end with every sample
+    used exactly once, and the eviction is a recovery naming it."""
+    from ft_notebook.train._evictions import REFORMS_CAP
+    from ft_notebook.train._partition import isolate_worker, reconnect_worker
+
+    assert isolate_worker(client, "1") == "1"
+    try:
+        with dask.config.set({"ft-notebook.train.rendezvous-timeout": "1s"}):
+            reload_config()
+            run = _start(client, unique_name, tmp_path)
+        info = _finished(run)
+    finally:
+        reload_config()
+        assert reconnect_worker(client, "1")
+    _exact_counts(run)
+    assert list(info["evicted"]) == ["1"], info["evicted"]
+    assert "did not see it arrive" in info["evicted"]["1"]
+    [recovery] = info["recoveries"]
+    assert recovery["cause"].startswith("1: could not meet its peers"), recovery
+    assert f"{REFORMS_CAP} forms of the same 3 workers failed" in recovery["cause"]
+    assert (recovery["workers_before"], recovery["workers_after"]) == (3, 2)
+    assert recovery["verified"] is True
 
 
 def test_a_restarted_worker_rejoins(client: Client, tmp_path: Any, unique_name: str) -> None:

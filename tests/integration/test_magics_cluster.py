@@ -64,7 +64,17 @@ def test_cluster_up_chaos_kill_and_down_from_magics(nb: KernelSession) -> None:
         "print(sorted({x.tier.value for x in a}), svc.router.counts['failed'])"
     ).check()
     assert answers.stdout.strip().endswith(" 0"), answers.stdout  # nothing failed
+    isolated = nb.execute("%ft chaos isolate cpu0 --name magic").check()
+    assert "worker 'cpu0' can no longer meet its peers in a new group" in isolated.stdout
+    probe = (
+        "from ft_notebook.train._partition import isolated\nprint(any(c.run(isolated).values()))"
+    )
+    assert nb.execute(probe).check().stdout.strip() == "True"
+    resumed = nb.execute("%ft chaos resume cpu0 --name magic").check()
+    assert "worker 'cpu0' meets its peers in new groups again" in resumed.stdout
+    assert nb.execute(probe).check().stdout.strip() == "False"
     for wrong in (
+        "%ft chaos isolate replica:m/0",  # a replica is not in a training group
         "%ft chaos slow 0 --ms 5",
         "%ft chaos slow replica:m/0",
         "%ft chaos kill m/",

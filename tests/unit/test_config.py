@@ -107,6 +107,19 @@ def test_bad_choice_names_key_value_and_allowed_values() -> None:
     assert info.value.allowed == ("auto", "local", "dask")
 
 
+def test_a_retired_setting_left_in_a_config_names_what_replaced_it() -> None:
+    """``train.group-timeout`` was split in two; a value of it must not be ignored."""
+    with (
+        dask.config.set({"ft-notebook.train.group-timeout": "60s"}),
+        pytest.raises(ConfigError) as info,
+    ):
+        load_config()
+    message = str(info.value)
+    assert "ft-notebook.train.group-timeout" in message
+    assert "train.rendezvous-timeout" in message
+    assert "train.collective-timeout" in message
+
+
 @pytest.mark.parametrize("bad", ["soon", "-5s", 0, None])
 def test_bad_duration_is_a_config_error(bad: object) -> None:
     with (

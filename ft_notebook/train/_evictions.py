@@ -1,0 +1,97 @@
+"""Members that cannot meet their peers: capped re-forms, then the member leaves the run.
+
+A collective or rendezvous that fails with no worker lost makes the coordinator form
+the same members again (:mod:`._recoveries`). A member that can never meet its peers
+(a host the others cannot reach, a NIC or GPU whose communicator never comes up)
+would keep that loop going, with the whole run standing still. So after
+:data:`REFORMS_CAP` failed forms at one step, :class:`Evictions` takes one member out:
+the one its peers saw absent from the failed rendezvous (each rank marks its arrival
+in the store, and a failed rendezvous reports the marks it found), else a joiner that
+has not trained yet (the run trained before it came), else the highest rank. The
+eviction is a loss like any other (a recovery with its cause, the run DEGRADED), its
+rank actor is stopped, and the worker is not admitted again by this run.
+
+It owns ``Record.evicted`` and ``Record.absent`` (generation -> how often each member
+was seen absent from its failed rendezvous).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+
+from ft_notebook.train._generations import Generations
+from ft_notebook.train._link import SchedulerLink
+from ft_notebook.train._protocol import Plan, Report
+from ft_notebook.train._record import Record
+
+logger = logging.getLogger("ft_notebook.train._coordinator")
+
+#: Failed forms of the same members at one step before one of them is evicted.
+REFORMS_CAP = 3
+
+
+class Evictions:
+    """Who is absent from failed rendezvous, and the eviction once the cap is reached."""
+
+    def __init__(self, link: SchedulerLink, plans: Generations) -> None:
+        self.link = link
+        self.plans = plans
+
+    def on_not_met(self, record: Record, r: Report) -> None:
+        """A rank's rendezvous failed: count the members whose arrival it did not see
+        (by generation: the coordinator may have moved on when a late report comes)."""
+        absent, gen = r.data.get("absent"), r.data.get("plan", r.gen)
+        if not isinstance(absent, (list, tuple)) or not isinstance(gen, int):  # msgpack: tuples
+            return
+        if gen not in record.absent:
+            for old in sorted(record.absent)[:-3]:  # only the newest failures matter
+                del record.absent[old]
+            record.absent[gen] = collections.Counter()
+        record.absent[gen].update(str(m) for m in absent)
+
+    def evict_one(self, record: Record, plan: Plan, failures: int, error: str) -> bool:
+        """The members failed to form ``failures`` times at one step: evict the likeliest
+        culprit, unless that would leave fewer than ``min_workers``. Whether one went."""
+        members = [m for m in plan.members if m in record.actors]
+        if len(members) < 2 or len(members) - 1 < record.options.min_workers:
+            return False
+        name, why = self.culprit(record, plan, members)
+        address = record.actors.pop(name)
+        record.ready.pop(name, None)
+        cause = (
+            f"could not meet its peers: {failures} forms of the same {len(plan.members)} "
+            f"workers failed at step {record.step} ({why}; last error: {error or 'none given'})"
+        )
+        record.evicted[name] = cause
+        logger.warning("run %s: evicting %s: it %s", record.name, name, cause)
+        stop = Plan(
+            run=record.name,
+            gen=plan.gen,
+            members=(),
+            store=plan.store,
+            stop=f"evicted: it {cause}",
+            incarnation=record.incarnation,
+        )
+        self.link.spawn(self.plans.deliver(record, name, address, stop))
+        self.plans.lost(record, [name], cause)
+        return True
+
+    def culprit(self, record: Record, plan: Plan, members: list[str]) -> tuple[str, str]:
+        """The member to evict, and why it."""
+        votes = record.absent.get(plan.gen)
+        if votes:
+            name, count = max(
+                ((m, votes[m]) for m in members if votes[m]),
+                key=lambda mv: (mv[1], members.index(mv[0])),
+                default=(None, 0),
+            )
+            if name is not None:
+                return name, f"{count} members did not see it arrive at the rendezvous"
+        joiners = [m for m in members if m in record.admitting]
+        if joiners:
+            return joiners[-1], "it joined and had not trained yet; the others had trained"
+        return members[-1], "every member arrived at the rendezvous; the highest rank goes"
+
+    def may_join(self, record: Record, name: str) -> bool:
+        return name not in record.evicted

@@ -1,0 +1,116 @@
+"""A member that can never meet its peers: the coordinator re-forms the same members a
+capped number of times, then evicts the likeliest culprit and goes on without it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ft_notebook.cluster._control import ControlPlane
+from ft_notebook.events import Health, RunState
+from ft_notebook.train._coordinator import RunCoordinator
+from ft_notebook.train._evictions import REFORMS_CAP
+from ft_notebook.train._protocol import How, Report
+from ft_notebook.train._record import Options, Record
+
+MEMBERS = ["0", "1", "2"]
+
+
+def _coordinator(min_workers: int = 1) -> tuple[RunCoordinator, Record]:
+    coordinator = RunCoordinator()
+    record = Record("r", b"", Options(first_steps_floor_s=60.0, min_workers=min_workers))
+    coordinator.link.control = ControlPlane()  # not started: holds and status rows only
+    coordinator.runs["r"] = record
+    # nothing listens there: plans sent to them fail, as for a worker going away
+    record.actors = {m: "tcp://127.0.0.1:9" for m in MEMBERS}
+    return coordinator, record
+
+
+async def _fail_rendezvous(
+    coordinator: RunCoordinator, record: Record, absent: dict[str, list[str]] | None
+) -> None:
+    """Every member reports its rendezvous failed (``absent``: who each did not see);
+    returns once the coordinator has made its next plan."""
+    plan = record.plan
+    assert plan is not None
+    for name in plan.members:
+        data: dict[str, object] = {"error": "RendezvousTimeout: did not complete", "plan": plan.gen}
+        if absent is not None:  # a tuple: what the scheduler's event log (msgpack) hands on
+            data["absent"] = tuple(absent.get(name, []))
+        report = Report("r", name, "peer-failed", plan.gen, 7, 0, data)
+        coordinator.reports.on_report(record, report)
+    deadline = time.monotonic() + 10
+    while record.plan is plan and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert record.plan is not plan, "no new plan after a failed rendezvous"
+
+
+def _run(coordinator: RunCoordinator, record: Record, absent: dict[str, list[str]] | None) -> int:
+    """Fail the rendezvous until a member is evicted; how many forms failed."""
+
+    async def scenario() -> int:
+        coordinator.status.set_state(record, RunState.RUNNING, "3 workers")
+        coordinator.plans.new_plan(record, MEMBERS, How.FORM)
+        failed = 0
+        while not record.evicted and failed < 10:
+            await _fail_rendezvous(coordinator, record, absent)
+            failed += 1
+        return failed
+
+    return asyncio.run(scenario())
+
+
+def test_the_member_its_peers_never_saw_arrive_is_evicted_after_the_cap() -> None:
+    coordinator, record = _coordinator()
+    # "1" is isolated: nobody, itself included, finds its arrival mark
+    failed = _run(coordinator, record, {m: ["1"] for m in MEMBERS})
+    assert failed == REFORMS_CAP
+    assert list(record.evicted) == ["1"]
+    assert "3 members did not see it arrive" in record.evicted["1"]
+    assert "RendezvousTimeout" in record.evicted["1"]
+    assert record.plan is not None
+    assert record.plan.members == ("0", "2")
+    assert "1" not in record.actors
+    # the eviction is a loss: recovering, degraded, the cause on the pending recovery
+    assert record.state is RunState.RECOVERING
+    assert record.health is Health.DEGRADED
+    assert record.pending is not None
+    assert record.pending["lost"] == ["1"]
+    assert record.info()["evicted"] == record.evicted
+    # and the worker is not admitted again by this run, even when it registers anew
+    coordinator.members.on_membership("joined", "1", "tcp://127.0.0.1:10", "")
+    assert "1" not in record.actors
+    assert "1" not in record.arrivals
+
+
+def test_without_absences_a_joiner_that_never_trained_goes_first() -> None:
+    coordinator, record = _coordinator()
+    record.admitting["0"] = {"name": "0", "generation": 1}  # joined, not trained yet
+    _run(coordinator, record, None)
+    assert list(record.evicted) == ["0"]
+    assert "joined and had not trained yet" in record.evicted["0"]
+
+
+def test_with_every_member_seen_the_highest_rank_goes() -> None:
+    coordinator, record = _coordinator()
+    _run(coordinator, record, {m: [] for m in MEMBERS})
+    assert list(record.evicted) == ["2"]
+    assert "every member arrived" in record.evicted["2"]
+
+
+def test_no_eviction_below_min_workers() -> None:
+    """Evicting would leave fewer than min_workers: the members are formed again."""
+    coordinator, record = _coordinator(min_workers=3)
+
+    async def scenario() -> None:
+        coordinator.status.set_state(record, RunState.RUNNING, "3 workers")
+        coordinator.plans.new_plan(record, MEMBERS, How.FORM)
+        for _ in range(REFORMS_CAP + 2):
+            await _fail_rendezvous(coordinator, record, {m: ["1"] for m in MEMBERS})
+
+    asyncio.run(scenario())
+    assert record.evicted == {}
+    assert record.plan is not None
+    assert record.plan.members == tuple(MEMBERS)
+    assert record.regrouping is not None
+    assert record.regrouping["failures"] == REFORMS_CAP + 2
