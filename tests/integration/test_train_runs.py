@@ -3,6 +3,8 @@ NaNs, stalls, slow steps, full stores and a lost cluster are handled."""
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -509,6 +511,52 @@ def test_a_long_evaluation_does_not_hold_up_training(
         p for p in info["history"] if p["step"] > 60 and p["time"] < evaluated["eval_time"]
     ]
     assert trained_meanwhile, info["history"]
+
+
+class UncopyableCounts(CountingModel):
+    """A model ``copy.deepcopy`` refuses (it holds a lock): rank 0 evaluates it on the
+    training thread, while its peer waits in the next collective."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.lock = threading.Lock()
+
+
+def three_second_mean_count(model: torch.nn.Module) -> dict[str, float]:
+    time.sleep(3)
+    return mean_count(model)
+
+
+def test_an_evaluation_on_the_training_thread_longer_than_the_rendezvous_timeout_costs_no_regroup(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    """With one timeout for rendezvous and collectives (1 s here), the peer's
+    collective failed while rank 0 evaluated for 3 s, and the same members formed
+    again; collectives have their own timeout now."""
+    problem = counting_problem(size=256, batch=32)
+    problem["model"] = functools.partial(UncopyableCounts, 256)
+    try:
+        with dask.config.set({"ft-notebook.train.rendezvous-timeout": "1s"}):
+            reload_config()
+            run = fit(
+                epochs=1,
+                cluster=client,
+                name=unique_name,
+                store=str(tmp_path),
+                eval_fn=three_second_mean_count,
+                eval_every=4,
+                **problem,
+            )
+    finally:
+        reload_config()
+    info = run.info()
+    assert info["state"] == "COMPLETED", info
+    assert "on the training thread" in run.logs()["0"]  # the copy was refused, as meant
+    assert info["recoveries"] == []
+    assert info["generation"] == 2, run.logs()  # the first, then the stop plan
+    evals = [p["eval"]["mean_count"] for p in info["history"] if "eval" in p]
+    assert evals == [4 / 8, 1.0]  # steps 4 and 8 of 8: each sample counted once by then
+    assert bool((run.model().counts == 1).all())
 
 
 def test_a_cancelled_run_stops_and_the_cluster_stays_usable(
