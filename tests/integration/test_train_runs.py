@@ -219,6 +219,33 @@ def test_a_rollback_goes_back_past_checkpoints_due_in_its_streak(
     assert int((counts == 1).sum()) == 256 - 64
 
 
+def test_a_rollback_with_no_checkpoint_yet_goes_back_to_the_initial_state(
+    client: Client, tmp_path: Path, unique_name: str
+) -> None:
+    """Step 3 is non-finite and no checkpoint exists yet: the ranks rebuild the model
+    and optimizer from their factories (step 0), skip step 3 and train the rest. Steps
+    0-2 are trained again from the initial state, so their samples still count once."""
+    order = epoch_order(0, 0, 256)  # the default seed; 32 samples a step
+    run = fit(
+        epochs=1,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        checkpoint_every=1000,
+        nonfinite_limit=1,
+        **counting_problem(nonfinite=(int(order[3 * 32]),)),
+    )
+    info = run.info()
+    assert info["state"] == "COMPLETED", info
+    rollbacks = [n for n in info["notes"] if n["kind"] == "rollback"]
+    assert [(r["from_step"], r["to_step"], list(r["skipped"])) for r in rollbacks] == [(4, 0, [3])]
+    counts = run.model().counts.detach()
+    skipped = torch.zeros(256, dtype=torch.bool)
+    skipped[torch.from_numpy(order[3 * 32 : 4 * 32])] = True
+    assert bool((counts[skipped] == 0).all())
+    assert bool((counts[~skipped] == 1).all()), counts[~skipped].unique()
+
+
 def test_a_full_store_does_not_stop_the_run(
     client: Client, tmp_path: Path, unique_name: str
 ) -> None:
