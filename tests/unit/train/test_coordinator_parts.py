@@ -1,5 +1,6 @@
-"""The run coordinator's parts (issue 17): every report kind has a handler, and no
-class of ft_notebook.train borrows another's methods through ``TYPE_CHECKING`` stubs."""
+"""The run coordinator's parts (issue 17): every report kind has a handler, no class
+of ft_notebook.train borrows another's methods through ``TYPE_CHECKING`` stubs, and
+no module of it grows past the bound."""
 
 from __future__ import annotations
 
@@ -59,4 +60,21 @@ def test_no_class_declares_methods_of_another_under_type_checking(module: str) -
     assert _stubbed_methods(TRAIN / module) == [], (
         f"{module} declares methods under `if TYPE_CHECKING:` in a class body: give the "
         f"class the object that has them (in its constructor) instead"
+    )
+
+
+#: Issue 17's bound on a module of the training package (and of the one fold).
+_MOST_LINES = 400
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*sorted(TRAIN.glob("*.py")), TRAIN.parent / "runfold.py"],
+    ids=lambda p: p.name,
+)
+def test_no_training_module_outgrows_the_bound(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= _MOST_LINES, (
+        f"{path.name} has {lines} lines (at most {_MOST_LINES}): split it by responsibility, "
+        f"as _handle.py was taken out of _run.py"
     )
