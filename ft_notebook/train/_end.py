@@ -46,7 +46,7 @@ class RunEnd:
         record.step, record.epoch = r.step, int(r.data.get("epoch", record.epoch))
         record.loss = r.data.get("loss", record.loss)
         if r.data.get("checkpoint") is not None:
-            record.checkpoint = r.data["checkpoint"]
+            record.noted.checkpoint = r.data["checkpoint"]
         self.finish(record, RunState.COMPLETED, f"{r.step} steps")
 
     def on_error(self, record: Record, r: Report) -> None:

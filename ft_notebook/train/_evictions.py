@@ -11,7 +11,7 @@ has not trained yet (the run trained before it came), else the highest rank. The
 eviction is a loss like any other (a recovery with its cause, the run DEGRADED), its
 rank actor is stopped, and the worker is not admitted again by this run.
 
-It owns ``Record.evicted`` and ``Record.absent`` (generation -> how often each member
+It keeps ``record.members.evicted`` and ``absent`` (generation -> how often each member
 was seen absent from its failed rendezvous).
 """
 
@@ -44,26 +44,26 @@ class Evictions:
         absent, gen = r.data.get("absent"), r.data.get("plan", r.gen)
         if not isinstance(absent, (list, tuple)) or not isinstance(gen, int):  # msgpack: tuples
             return
-        if gen not in record.absent:
-            for old in sorted(record.absent)[:-3]:  # only the newest failures matter
-                del record.absent[old]
-            record.absent[gen] = collections.Counter()
-        record.absent[gen].update(str(m) for m in absent)
+        if gen not in record.members.absent:
+            for old in sorted(record.members.absent)[:-3]:  # only the newest failures matter
+                del record.members.absent[old]
+            record.members.absent[gen] = collections.Counter()
+        record.members.absent[gen].update(str(m) for m in absent)
 
     def evict_one(self, record: Record, plan: Plan, failures: int, error: str) -> bool:
         """The members failed to form ``failures`` times at one step: evict the likeliest
         culprit, unless that would leave fewer than ``min_workers``. Whether one went."""
-        members = [m for m in plan.members if m in record.actors]
+        members = [m for m in plan.members if m in record.members.actors]
         if len(members) < 2 or len(members) - 1 < record.options.min_workers:
             return False
         name, why = self.culprit(record, plan, members)
-        address = record.actors.pop(name)
-        record.ready.pop(name, None)
+        address = record.members.actors.pop(name)
+        record.members.ready.pop(name, None)
         cause = (
             f"could not meet its peers: {failures} forms of the same {len(plan.members)} "
             f"workers failed at step {record.step} ({why}; last error: {error or 'none given'})"
         )
-        record.evicted[name] = cause
+        record.members.evicted[name] = cause
         logger.warning("run %s: evicting %s: it %s", record.name, name, cause)
         stop = Plan(
             run=record.name,
@@ -79,7 +79,7 @@ class Evictions:
 
     def culprit(self, record: Record, plan: Plan, members: list[str]) -> tuple[str, str]:
         """The member to evict, and why it."""
-        votes = record.absent.get(plan.gen)
+        votes = record.members.absent.get(plan.gen)
         if votes:
             name, count = max(
                 ((m, votes[m]) for m in members if votes[m]),
@@ -88,10 +88,10 @@ class Evictions:
             )
             if name is not None:
                 return name, f"{count} members did not see it arrive at the rendezvous"
-        joiners = [m for m in members if m in record.admitting]
+        joiners = [m for m in members if m in record.members.admitting]
         if joiners:
             return joiners[-1], "it joined and had not trained yet; the others had trained"
         return members[-1], "every member arrived at the rendezvous; the highest rank goes"
 
     def may_join(self, record: Record, name: str) -> bool:
-        return name not in record.evicted
+        return name not in record.members.evicted

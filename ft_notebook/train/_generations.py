@@ -1,9 +1,10 @@
 """Generations: which workers train together, and how their group is made.
 
-:class:`Generations` owns ``Record.plan`` and the sends of each new plan to the rank
-actors, the rendezvous keys of retired groups, what a loss does to the run, and the
-per-generation reports (``synced``, ``prepared``) that decide how the next loss is
-recovered.
+:class:`Generations` owns ``record.plan`` and ``record.gens`` (the world sizes, and
+the per-generation reports ``synced``, ``verified`` and ``prepared`` that decide how
+the next loss is recovered), the sends of each new plan to the rank actors, the
+rendezvous keys of retired groups, and what a loss does to the run (it opens
+``record.recovery.pending``).
 
 Recovery (see :mod:`._protocol`): a single lost rank of a generation whose survivor
 groups are ready takes the fast path (:attr:`~._protocol.How.SURVIVE`: no
@@ -40,7 +41,7 @@ class Generations:
         """The run's next generation, sent to every rank actor. No members: the ranks
         park; ``stop``: they stop for good."""
         old = record.plan
-        record.parts = max(record.parts, len(members))
+        record.gens.parts = max(record.gens.parts, len(members))
         plan = Plan(
             run=record.name,
             gen=(old.gen if old is not None else 0) + 1,
@@ -52,13 +53,13 @@ class Generations:
             stop=stop,
             committed=record.highest_step,
             incarnation=record.incarnation,
-            parts=record.parts,
+            parts=record.gens.parts,
         )
         record.plan = plan
         self.forget_retired(record, plan)
         if not stop:
-            record.world = len(plan.members)
-        for name, address in list(record.actors.items()):
+            record.gens.world = len(plan.members)
+        for name, address in list(record.members.actors.items()):
             self.link.spawn(self.deliver(record, name, address, plan))
         return plan
 
@@ -81,10 +82,10 @@ class Generations:
             answer = await self.link.call(address, _rank.deliver, record.name, plan.to_wire())
         except Exception:  # the worker is going: the control plane reports the loss
             return
-        gone = answer == "no-actor" and not plan.stop and record.actors.get(name) == address
+        gone = answer == "no-actor" and not plan.stop and record.members.actors.get(name) == address
         if gone and record.plan is plan and name in plan.members:
-            del record.actors[name]
-            record.ready.pop(name, None)
+            del record.members.actors[name]
+            record.members.ready.pop(name, None)
             self.lost(record, [name], "its rank actor is gone")
 
     def lost(self, record: Record, names: list[str], cause: str) -> None:
@@ -94,10 +95,10 @@ class Generations:
         plan = record.plan
         if plan is None or plan.stop or not set(names) & set(plan.members):
             return
-        survivors = [m for m in plan.members if m not in names and m in record.actors]
+        survivors = [m for m in plan.members if m not in names and m in record.members.actors]
         now = time.time()
-        if record.pending is None:
-            record.pending = {
+        if record.recovery.pending is None:
+            record.recovery.pending = {
                 "cause": f"{', '.join(names)}: {cause}",
                 "detected_at": now,
                 "workers_before": len(plan.members),
@@ -105,9 +106,9 @@ class Generations:
                 "lost": list(names),
             }
         else:
-            record.pending["cause"] += f"; {', '.join(names)}: {cause}"
-            record.pending["lost"] += list(names)
-        self.status.set_health(record, Health.DEGRADED, record.pending["cause"])
+            record.recovery.pending["cause"] += f"; {', '.join(names)}: {cause}"
+            record.recovery.pending["lost"] += list(names)
+        self.status.set_health(record, Health.DEGRADED, record.recovery.pending["cause"])
         if len(survivors) < record.options.min_workers:
             self.status.set_state(
                 record,
@@ -116,14 +117,14 @@ class Generations:
             )
             self.new_plan(record, [], How.FORM)
             return
-        self.status.set_state(record, RunState.RECOVERING, record.pending["cause"])
+        self.status.set_state(record, RunState.RECOVERING, record.recovery.pending["cause"])
         self.progress.publish(record, force=True)  # dashboards: the lost tile at once
-        prepared = record.prepared.get(plan.gen, set())
+        prepared = record.gens.prepared.get(plan.gen, set())
         fast = (
             record.options.fast_recovery
             and len(names) == 1
             and prepared >= set(plan.members) - set(names)
-            and record.synced.get(plan.gen, set()) >= set(plan.members) - set(names)
+            and record.gens.synced.get(plan.gen, set()) >= set(plan.members) - set(names)
         )
         self.new_plan(record, survivors, How.SURVIVE if fast else How.FORM, lost=names[0])
 
@@ -132,14 +133,18 @@ class Generations:
     def on_synced(self, record: Record, r: Report) -> None:
         """A member trains generation ``r.gen`` from ``r.step``: once all do, the run
         is running (unless a recovery is still to be completed by ``resumed``)."""
-        record.synced.setdefault(r.gen, set()).add(r.name)
+        record.gens.synced.setdefault(r.gen, set()).add(r.name)
         if r.data.get("verified"):
-            record.verified.add(r.gen)
+            record.gens.verified.add(r.gen)
         record.step = max(record.step, r.step)
         plan = record.plan
-        if plan is not None and r.gen == plan.gen and record.synced[r.gen] >= set(plan.members):
+        if (
+            plan is not None
+            and r.gen == plan.gen
+            and record.gens.synced[r.gen] >= set(plan.members)
+        ):
             record.last_advance = time.time()
-            if record.pending is None:
+            if record.recovery.pending is None:
                 if record.state is not RunState.RUNNING:
                     self.status.set_state(record, RunState.RUNNING, f"{len(plan.members)} workers")
                 self.status.update_health(record)
@@ -147,4 +152,4 @@ class Generations:
     def on_prepared(self, record: Record, r: Report) -> None:
         """A member built its survivor groups: a single loss may take the fast path."""
         gen = int(r.data.get("prepared_gen", r.gen))
-        record.prepared.setdefault(gen, set()).add(r.name)
+        record.gens.prepared.setdefault(gen, set()).add(r.name)

@@ -1,9 +1,10 @@
 """A run's history: its loss curve and evaluations, bounded in size.
 
-The functions here own ``Record.history`` (and ``history_every``, how often a
-progress point is kept) and the step rate (``steps_per_s``, ``step_times``, which
-the stall threshold reads). They keep no state of their own: the run's record holds
-it all, so they are the handlers of ``progress`` and ``eval`` reports as they are.
+The functions here keep ``record.progress``: the ``history`` (and ``history_every``,
+how often a progress point is kept), the step rate (``steps_per_s``, ``step_times``,
+which the stall threshold reads) and a robust aggregator's suspects. They keep no
+state of their own: the run's record holds it all, so they are the handlers of
+``progress`` and ``eval`` reports as they are.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ def on_progress(record: Record, r: Report) -> None:
     if r.step > record.step:
         record.last_advance = now
         rate = d.get("steps_per_s") or 0
-        record.steps_per_s = float(rate)
+        record.progress.steps_per_s = float(rate)
         if rate:
-            record.step_times = ([*record.step_times, 1.0 / float(rate)])[-50:]
+            record.progress.step_times = ([*record.progress.step_times, 1.0 / float(rate)])[-50:]
     record.step, record.epoch, record.loss = r.step, int(d.get("epoch", 0)), d.get("loss")
     point = {
         "step": r.step,
@@ -42,14 +43,16 @@ def on_progress(record: Record, r: Report) -> None:
     if isinstance(suspects, dict) and suspects:  # a robust aggregator's, since the last
         point["suspects"] = dict(suspects)
         for name, steps in suspects.items():
-            record.suspects[str(name)] = record.suspects.get(str(name), 0) + int(steps)
+            record.progress.suspects[str(name)] = record.progress.suspects.get(str(name), 0) + int(
+                steps
+            )
     if d.get("mean_steps"):  # on_violation="mean": steps the rule could not hold for
         point["mean_steps"] = int(d["mean_steps"])
-        record.mean_steps += int(d["mean_steps"])
+        record.progress.mean_steps += int(d["mean_steps"])
     if "lagging" in d:  # rank 0's view: failing saves, or saves queued behind a slow one
-        record.lagging = bool(d["lagging"])
-    if r.step % record.history_every == 0:
-        record.history.append(point)
+        record.noted.lagging = bool(d["lagging"])
+    if r.step % record.progress.history_every == 0:
+        record.progress.history.append(point)
     trim_history(record)
 
 
@@ -62,7 +65,7 @@ def on_eval(record: Record, r: Report) -> None:
         result["eval"] = r.data["eval"]
     if "eval_error" in r.data:
         result["eval_error"] = r.data["eval_error"]
-    for point in reversed(record.history):
+    for point in reversed(record.progress.history):
         if point["step"] == step:
             point.update(result)
             return
@@ -70,7 +73,7 @@ def on_eval(record: Record, r: Report) -> None:
             break
     point = {"step": step, "time": r.time, "loss": None, "steps_per_s": None}
     point.update(samples_per_s=None, world_size=None, **result)
-    bisect.insort(record.history, point, key=lambda p: p["step"])
+    bisect.insort(record.progress.history, point, key=lambda p: p["step"])
     trim_history(record)
 
 
@@ -78,11 +81,11 @@ def trim_history(record: Record) -> None:
     """Keep a run's history within :data:`HISTORY_MAX` points: every other progress
     point goes (and later ones are kept half as often); evaluations, sparse and
     wanted, stay unless they alone fill half of it, then every other one goes too."""
-    if len(record.history) <= HISTORY_MAX:
+    if len(record.progress.history) <= HISTORY_MAX:
         return
-    evals = [p for p in record.history if "eval_time" in p]
-    progress = [p for p in record.history if "eval_time" not in p][::2]
-    record.history_every *= 2
+    evals = [p for p in record.progress.history if "eval_time" in p]
+    progress = [p for p in record.progress.history if "eval_time" not in p][::2]
+    record.progress.history_every *= 2
     if len(evals) > HISTORY_MAX // 2:
         evals = evals[::-2][::-1]  # the newest stays
-    record.history = sorted(progress + evals, key=lambda p: p["step"])
+    record.progress.history = sorted(progress + evals, key=lambda p: p["step"])

@@ -1,11 +1,11 @@
 """Which workers have rank actors of a run, and how they get one.
 
-:class:`Membership` owns ``Record.actors``, ``ready``, ``seen``, ``arrivals`` and
-``admitting``: the first start of a run (an actor per worker, warm-up, the first
-generation), actors started for workers that join later, the control plane's news of
-workers lost, hung and joined, and admitting joiners, once they are warm, into a new
-generation (at the next step boundary). ``Record.joins`` is completed when a joiner
-first trains (:mod:`._recoveries`).
+:class:`Membership` keeps ``record.members`` (``actors``, ``ready``, ``seen``,
+``arrivals``, ``admitting``): the first start of a run (an actor per worker, warm-up,
+the first generation), actors started for workers that join later, the control
+plane's news of workers lost, hung and joined, and admitting joiners, once they are
+warm, into a new generation (at the next step boundary). ``record.recovery.joins`` is
+completed when a joiner first trains (:mod:`._recoveries`).
 """
 
 from __future__ import annotations
@@ -63,16 +63,16 @@ class Membership:
         workers = list(self.link.workers().items())
         limit = record.options.max_workers or len(workers)
         chosen = workers[:limit]
-        record.target_world = len(chosen)
+        record.members.target_world = len(chosen)
         await asyncio.gather(*(self.start_actor(record, n, a, first=True) for n, a in chosen))
         deadline = time.time() + record.options.warmup_timeout_s
         while not record.finished and time.time() < deadline:
-            if record.ready.keys() >= set(record.actors):
+            if record.members.ready.keys() >= set(record.members.actors):
                 break
             await asyncio.sleep(0.02)
         if record.finished:
             return
-        ready = [n for n in record.actors if n in record.ready]
+        ready = [n for n in record.members.actors if n in record.members.ready]
         if len(ready) < max(1, record.options.min_workers):
             self.end.finish(
                 record,
@@ -85,15 +85,15 @@ class Membership:
         self.plans.new_plan(record, ready, How.FORM)
 
     async def start_actor(self, record: Record, name: str, address: str, first: bool) -> None:
-        record.actors[name] = address
-        record.seen.add(name)
+        record.members.actors[name] = address
+        record.members.seen.add(name)
         try:
             await self.link.call(
                 address, _rank.start_rank, record.spec, record.name, name, first, record.incarnation
             )
         except Exception as e:
-            if record.actors.get(name) == address:
-                record.actors.pop(name, None)
+            if record.members.actors.get(name) == address:
+                record.members.actors.pop(name, None)
             logger.warning("could not start a rank of %s on %s: %s", record.name, name, e)
             return
         if record.finished and record.plan is not None:
@@ -110,21 +110,25 @@ class Membership:
             if record.finished:
                 continue
             if kind in ("lost", "hung"):
-                if record.actors.get(name) == address:
-                    del record.actors[name]
-                    record.ready.pop(name, None)
+                if record.members.actors.get(name) == address:
+                    del record.members.actors[name]
+                    record.members.ready.pop(name, None)
                     self.plans.lost(record, [name], cause or f"worker {kind}")
-            elif kind == "joined" and name not in record.actors and name not in record.evicted:
+            elif (
+                kind == "joined"
+                and name not in record.members.actors
+                and name not in record.members.evicted
+            ):
                 limit = record.options.max_workers
-                if limit is None or len(record.actors) < limit:
-                    record.arrivals[name] = time.time()
+                if limit is None or len(record.members.actors) < limit:
+                    record.members.arrivals[name] = time.time()
                     self.link.spawn(self.start_actor(record, name, address, first=False))
 
     def on_ready(self, record: Record, r: Report) -> None:
         """A rank warmed up (at ``r.step``: the checkpoint it resumed from, if any)."""
-        record.ready[r.name] = r.time
+        record.members.ready[r.name] = r.time
         if r.step > 0 and record.plan is None:
-            record.resumed_from = max(record.resumed_from or 0, r.step)
+            record.members.resumed_from = max(record.members.resumed_from or 0, r.step)
         if record.plan is not None:
             self.admit(record)
 
@@ -133,10 +137,14 @@ class Membership:
         plan = record.plan
         if plan is None or plan.stop or record.finished:
             return
-        waiting = [n for n in record.actors if n in record.ready and n not in plan.members]
+        waiting = [
+            n for n in record.members.actors if n in record.members.ready and n not in plan.members
+        ]
         if not waiting:
             return
-        members = sorted([m for m in plan.members if m in record.actors] + waiting, key=name_key)
+        members = sorted(
+            [m for m in plan.members if m in record.members.actors] + waiting, key=name_key
+        )
         if len(members) < record.options.min_workers:
             return
         if record.state is RunState.STALLED:
@@ -144,9 +152,9 @@ class Membership:
         plan = self.plans.new_plan(record, members, How.FORM)
         self.progress.publish(record, force=True)
         for name in waiting:
-            record.admitting[name] = {
+            record.members.admitting[name] = {
                 "name": name,
-                "arrived_at": record.arrivals.pop(name, time.time()),
-                "ready_at": record.ready.get(name, time.time()),
+                "arrived_at": record.members.arrivals.pop(name, time.time()),
+                "ready_at": record.members.ready.get(name, time.time()),
                 "generation": plan.gen,
             }

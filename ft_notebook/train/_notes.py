@@ -1,9 +1,9 @@
 """What a run notes of its steps and checkpoints: skipped steps, rollbacks, repaired
 states, failed and committed checkpoints.
 
-:class:`RunNotes` owns ``Record.notes``, ``nonfinite``, ``checkpoint`` and
-``lagging`` (which rank 0's progress also sets, :mod:`._history`), and publishes the
-event each note stands for.
+:class:`RunNotes` keeps ``record.noted`` (``notes``, ``nonfinite``, ``checkpoint``,
+``lagging``, which rank 0's progress also sets in :mod:`._history`, and what saves
+cost), and publishes the event each note stands for.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ class RunNotes:
         self.status = status
 
     def on_nonfinite(self, record: Record, r: Report) -> None:
-        record.nonfinite += 1
+        record.noted.nonfinite += 1
         step, streak = int(r.data.get("at_step", r.step)), int(r.data.get("streak", 1))
-        record.notes.append({"kind": r.kind, "time": r.time, "step": step})
+        record.noted.notes.append({"kind": r.kind, "time": r.time, "step": step})
         self.status.publish(record, StepSkipped(skipped_step=step, streak=streak))
 
     def on_rollback(self, record: Record, r: Report) -> None:
-        record.notes.append({"kind": r.kind, "time": r.time, **r.data})
+        record.noted.notes.append({"kind": r.kind, "time": r.time, **r.data})
         self.status.publish(
             record,
             RolledBack(
@@ -38,7 +38,7 @@ class RunNotes:
         )
 
     def on_state_repaired(self, record: Record, r: Report) -> None:
-        record.notes.append({"kind": r.kind, "time": r.time, **r.data})
+        record.noted.notes.append({"kind": r.kind, "time": r.time, **r.data})
         self.status.publish(
             record,
             StateRepaired(
@@ -50,8 +50,8 @@ class RunNotes:
         )
 
     def on_checkpoint_failed(self, record: Record, r: Report) -> None:
-        record.notes.append({"kind": r.kind, "time": r.time, **r.data})
-        record.lagging = True
+        record.noted.notes.append({"kind": r.kind, "time": r.time, **r.data})
+        record.noted.lagging = True
         self.status.publish(
             record,
             CheckpointFailed(
@@ -62,9 +62,12 @@ class RunNotes:
         )
 
     def on_checkpoint(self, record: Record, r: Report) -> None:
-        record.checkpoint = r.data.get("checkpoint_step")
-        record.lagging = False
+        record.noted.checkpoint = r.data.get("checkpoint_step")
+        record.noted.lagging = False
         if isinstance(r.data.get("stall_s"), (int, float)):  # what the save cost training
-            record.checkpoint_costs = [*record.checkpoint_costs, float(r.data["stall_s"])][-20:]
+            record.noted.checkpoint_costs = [
+                *record.noted.checkpoint_costs,
+                float(r.data["stall_s"]),
+            ][-20:]
         if isinstance(r.data.get("plan"), dict):  # checkpoint_every="auto": the new plan
-            record.checkpoint_plan = dict(r.data["plan"])
+            record.noted.checkpoint_plan = dict(r.data["plan"])

@@ -1,6 +1,6 @@
 """A run's progress for dashboards: about once a second, at once when asked.
 
-:class:`ProgressPublisher` owns ``Record.published`` (when, and what, it last
+:class:`ProgressPublisher` owns ``record.progress.published`` (when, and what, it last
 published) and builds each :class:`~ft_notebook.events.RunProgress` from the record
 and the control plane's rows of the workers (heartbeats, memory, GPU health). What
 stands still is published again only every 10 s.
@@ -28,13 +28,17 @@ class ProgressPublisher:
     def publish(self, record: Record, *, force: bool = False) -> None:
         workers = self.workers_of(record)
         what = (record.step, record.state, workers_key(workers))
-        when, last = record.published
+        when, last = record.progress.published
         now = time.time()
         if not force and (now - when < 1.0 or (what == last and now - when < 10.0)):
             return
-        record.published = (now, what)
+        record.progress.published = (now, what)
         total = record.options.total_steps
-        eta = (total - record.step) / record.steps_per_s if total and record.steps_per_s else None
+        eta = (
+            (total - record.step) / record.progress.steps_per_s
+            if total and record.progress.steps_per_s
+            else None
+        )
         loss = record.loss if isinstance(record.loss, (int, float)) else None
         self.status.publish(
             record,
@@ -42,17 +46,21 @@ class ProgressPublisher:
                 step=record.step,
                 total_steps=total,
                 epoch=record.epoch,
-                world_size=record.world,
+                world_size=record.gens.world,
                 loss=loss,
                 samples_per_s=next(
-                    (h["samples_per_s"] for h in reversed(record.history) if h["samples_per_s"]),
+                    (
+                        h["samples_per_s"]
+                        for h in reversed(record.progress.history)
+                        if h["samples_per_s"]
+                    ),
                     None,
                 ),
                 eta_s=round(eta, 1) if eta is not None and not record.finished else None,
                 state=record.state.value,
                 workers=workers,
-                suspects=dict(record.suspects),
-                mean_steps=record.mean_steps,
+                suspects=dict(record.progress.suspects),
+                mean_steps=record.progress.mean_steps,
             ),
         )
 
@@ -62,9 +70,9 @@ class ProgressPublisher:
         plan = record.plan
         members = set(plan.members) if plan is not None and not plan.stop else set()
         out = []
-        for name in sorted(record.seen | members, key=name_key):
+        for name in sorted(record.members.seen | members, key=name_key):
             row = rows.get(name, {})
-            if row.get("state") in ("lost", "hung") or name not in record.actors:
+            if row.get("state") in ("lost", "hung") or name not in record.members.actors:
                 state = str(row.get("state") or "lost")
                 state = "lost" if state == "running" else state  # a new process, no rank yet
             elif record.finished:

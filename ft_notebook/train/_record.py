@@ -3,18 +3,16 @@
 :meth:`Record.info` is what a :class:`~ft_notebook.train.Run` handle in any kernel
 reads (plain, JSON-able values).
 
-The coordinator's parts (:mod:`._coordinator`) share a run's record; each field has
-one part that writes it: ``state``, ``reason`` and ``health`` :mod:`._status`;
-``plan``, ``world``, ``parts``, ``synced``, ``verified``, ``prepared`` and opening
-``pending`` :mod:`._generations`; ``actors``, ``ready``, ``seen``, ``arrivals``,
-``admitting``, ``target_world`` and ``resumed_from`` :mod:`._membership`;
-``recoveries``, ``joins``, ``regrouping`` and closing ``pending`` :mod:`._recoveries`;
-``evicted`` and ``absent`` :mod:`._evictions`;
-``history``, ``history_every``, ``steps_per_s`` and ``step_times`` :mod:`._history`;
-``notes``, ``nonfinite``, ``checkpoint`` and ``lagging`` :mod:`._notes`;
-``finished_at`` and ``errors`` :mod:`._end`; ``published`` :mod:`._progress_publisher`;
-``highest_step`` :mod:`._reports`. ``step``, ``epoch``, ``loss`` and ``last_advance``
-move on with the reports that carry them.
+The coordinator's parts (:mod:`._coordinator`) share a run's record, and each keeps
+its own book in it: ``members`` (:class:`MemberBook`: :mod:`._membership` and
+:mod:`._evictions`), ``gens`` (:class:`GenerationBook`: :mod:`._generations`),
+``recovery`` (:class:`RecoveryBook`: :mod:`._recoveries`), ``progress``
+(:class:`ProgressBook`: :mod:`._history`) and ``noted`` (:class:`NoteBook`:
+:mod:`._notes`). The few fields every part reads stay on the record itself:
+``state``, ``reason`` and ``health`` (written by :mod:`._status`), ``plan``
+(:mod:`._generations`), ``finished_at`` and ``errors`` (:mod:`._end`),
+``highest_step`` (:mod:`._reports`); ``step``, ``epoch``, ``loss`` and
+``last_advance`` move on with the reports that carry them.
 """
 
 from __future__ import annotations
@@ -56,63 +54,105 @@ class Options:
 
 
 @dataclass
-class Record:
-    name: str
-    spec: bytes
-    options: Options
-    state: RunState = RunState.PENDING
-    health: Health = Health.HEALTHY
-    plan: Plan | None = None
+class MemberBook:
+    """Which workers have rank actors of the run, and how they came and went: written
+    by :mod:`._membership`, ``evicted`` and ``absent`` by :mod:`._evictions`."""
+
     actors: dict[str, str] = field(default_factory=dict)  # worker name -> address
-    #: Seconds each newest checkpoint held training (RunNotes, from rank 0's reports).
-    checkpoint_costs: list[float] = field(default_factory=list)
-    #: checkpoint_every="auto": the newest plan rank 0 made (RunNotes).
-    checkpoint_plan: dict[str, Any] | None = None
-    #: A robust aggregator: worker -> steps its gradient lay far from the aggregate, and
-    #: steps aggregated with the mean for too few workers (the history, from progress).
-    suspects: dict[str, int] = field(default_factory=dict)
-    mean_steps: int = 0
     ready: dict[str, float] = field(default_factory=dict)  # worker -> when its rank was ready
-    synced: dict[int, set[str]] = field(default_factory=dict)
-    #: Generations whose members checked that they hold one vouched-for state.
-    verified: set[int] = field(default_factory=set)
-    prepared: dict[int, set[str]] = field(default_factory=dict)
-    step: int = 0
-    highest_step: int = 0
-    epoch: int = 0
-    loss: float | str | None = None
-    history: list[dict[str, Any]] = field(default_factory=list)
-    history_every: int = 1
-    recoveries: list[Recovery] = field(default_factory=list)
-    pending: dict[str, Any] | None = None
-    errors: dict[str, dict[str, str]] = field(default_factory=dict)
-    notes: list[dict[str, Any]] = field(default_factory=list)  # nonfinite, rollback, checkpoints
-    checkpoint: int | None = None
-    lagging: bool = False
-    nonfinite: int = 0
-    started_at: float = field(default_factory=time.time)
-    finished_at: float | None = None
-    last_advance: float = field(default_factory=time.time)
-    step_times: list[float] = field(default_factory=list)
-    target_world: int = 0
-    world: int = 0  # the world size of the newest generation that trained
-    parts: int = 0  # the largest world size so far: each step's batch is cut into as many
-    reason: str = ""
-    incarnation: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    resumed_from: int | None = None  # the checkpoint step a resume=True run began at
-    arrivals: dict[str, float] = field(default_factory=dict)  # joiners: when they came
-    admitting: dict[str, dict[str, Any]] = field(default_factory=dict)
-    joins: list[dict[str, Any]] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)  # every worker that had a rank of the run
-    steps_per_s: float = 0.0
-    #: Re-forms of the same members after collectives failed at one step with no
-    #: loss: {"step", "since" (the first), "count"}.
-    regrouping: dict[str, Any] | None = None
+    arrivals: dict[str, float] = field(default_factory=dict)  # joiners: when they came
+    admitting: dict[str, dict[str, Any]] = field(default_factory=dict)  # joiners not trained yet
+    target_world: int = 0  # the workers the run began with
+    resumed_from: int | None = None  # the checkpoint step a resume=True run began at
     #: Members taken out of the run for not meeting their peers: name -> why.
     evicted: dict[str, str] = field(default_factory=dict)
     #: Generation -> how often each member was reported absent from its rendezvous.
     absent: dict[int, collections.Counter[str]] = field(default_factory=dict)
+
+
+@dataclass
+class GenerationBook:
+    """What the ranks said of each generation, and its sizes: :mod:`._generations`."""
+
+    world: int = 0  # the world size of the newest generation that trained
+    parts: int = 0  # the largest world size so far: each step's batch is cut into as many
+    synced: dict[int, set[str]] = field(default_factory=dict)
+    #: Generations whose members checked that they hold one vouched-for state.
+    verified: set[int] = field(default_factory=set)
+    prepared: dict[int, set[str]] = field(default_factory=dict)
+
+
+@dataclass
+class RecoveryBook:
+    """Losses and their recoveries: ``pending`` is opened by :mod:`._generations`;
+    the rest, and closing ``pending``, is :mod:`._recoveries`."""
+
+    pending: dict[str, Any] | None = None  # a recovery under way
+    recoveries: list[Recovery] = field(default_factory=list)
+    joins: list[dict[str, Any]] = field(default_factory=list)  # joiners once they trained
+    #: Re-forms of the same members after collectives failed at one step with no
+    #: loss: {"step", "since" (the first), "count" (since the last eviction), "failures"}.
+    regrouping: dict[str, Any] | None = None
+
+
+@dataclass
+class ProgressBook:
+    """Rank 0's progress: written by :mod:`._history`, ``published`` by
+    :mod:`._progress_publisher`."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    history_every: int = 1
+    steps_per_s: float = 0.0
+    step_times: list[float] = field(default_factory=list)
+    #: A robust aggregator: worker -> steps its gradient lay far from the aggregate, and
+    #: steps aggregated with the mean for too few workers.
+    suspects: dict[str, int] = field(default_factory=dict)
+    mean_steps: int = 0
     published: tuple[float, Any] = (0.0, None)  # when, and what, progress was last published
+
+
+@dataclass
+class NoteBook:
+    """Skipped steps, rollbacks, repairs and checkpoints: :mod:`._notes` (``lagging``
+    also from rank 0's progress, :mod:`._history`)."""
+
+    notes: list[dict[str, Any]] = field(default_factory=list)  # nonfinite, rollback, repairs
+    nonfinite: int = 0
+    checkpoint: int | None = None  # the newest committed checkpoint's step
+    lagging: bool = False
+    #: Seconds each newest checkpoint held training (from rank 0's reports).
+    checkpoint_costs: list[float] = field(default_factory=list)
+    #: checkpoint_every="auto": the newest plan rank 0 made.
+    checkpoint_plan: dict[str, Any] | None = None
+
+
+@dataclass
+class Record:
+    """One run in the coordinator: who it is, where it stands, and one book per part
+    of the coordinator that keeps it."""
+
+    name: str
+    spec: bytes
+    options: Options
+    state: RunState = RunState.PENDING  # with health and reason: ._status
+    health: Health = Health.HEALTHY
+    reason: str = ""
+    plan: Plan | None = None  # ._generations
+    step: int = 0
+    highest_step: int = 0  # ._reports
+    epoch: int = 0
+    loss: float | str | None = None
+    started_at: float = field(default_factory=time.time)
+    finished_at: float | None = None  # with errors: ._end
+    last_advance: float = field(default_factory=time.time)  # when the step last moved
+    errors: dict[str, dict[str, str]] = field(default_factory=dict)
+    incarnation: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    members: MemberBook = field(default_factory=MemberBook)
+    gens: GenerationBook = field(default_factory=GenerationBook)
+    recovery: RecoveryBook = field(default_factory=RecoveryBook)
+    progress: ProgressBook = field(default_factory=ProgressBook)
+    noted: NoteBook = field(default_factory=NoteBook)
 
     @property
     def finished(self) -> bool:
@@ -120,7 +160,7 @@ class Record:
 
     def info(self) -> dict[str, Any]:
         plan = self.plan
-        costs = sorted(self.checkpoint_costs)
+        costs = sorted(self.noted.checkpoint_costs)
         return {
             "name": self.name,
             "state": self.state.value,
@@ -130,26 +170,26 @@ class Record:
             "total_steps": self.options.total_steps,
             "epoch": self.epoch,
             "loss": self.loss,
-            "world_size": self.world,
+            "world_size": self.gens.world,
             "members": list(plan.members) if plan is not None else [],
             "generation": plan.gen if plan is not None else 0,
-            "history": list(self.history),
-            "recoveries": [r.as_dict() for r in self.recoveries],
+            "history": list(self.progress.history),
+            "recoveries": [r.as_dict() for r in self.recovery.recoveries],
             "errors": dict(self.errors),
-            "notes": list(self.notes[-200:]),
-            "checkpoint": self.checkpoint,
-            "resumed_from": self.resumed_from,
-            "joins": list(self.joins),
-            "lagging": self.lagging,
-            "nonfinite": self.nonfinite,
+            "notes": list(self.noted.notes[-200:]),
+            "checkpoint": self.noted.checkpoint,
+            "resumed_from": self.members.resumed_from,
+            "joins": list(self.recovery.joins),
+            "lagging": self.noted.lagging,
+            "nonfinite": self.noted.nonfinite,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             # what a save held training (median of the newest), and the auto plan
             "checkpoint_cost_s": costs[len(costs) // 2] if costs else None,
-            "checkpoint_plan": self.checkpoint_plan,
+            "checkpoint_plan": self.noted.checkpoint_plan,
             # a robust aggregator: steps each worker's gradient was suspect in
-            "suspects": dict(self.suspects),
-            "mean_steps": self.mean_steps,
+            "suspects": dict(self.progress.suspects),
+            "mean_steps": self.progress.mean_steps,
             # members taken out for not meeting their peers, and why
-            "evicted": dict(self.evicted),
+            "evicted": dict(self.members.evicted),
         }

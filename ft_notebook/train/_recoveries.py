@@ -1,11 +1,11 @@
 """Recoveries as the coordinator records them, and collectives that fail with no loss.
 
-:class:`Recoveries` owns ``Record.pending`` once a loss opened it (:mod:`._generations`),
-``Record.recoveries`` and ``joins`` (a joiner's first step trained), and
-``Record.regrouping``: the count of re-forms of the same members after collectives
-failed at one step with no worker lost. Past :data:`~._evictions.REFORMS_CAP` of them a
-member is evicted (:mod:`._evictions`); with none left to evict, the run fails once
-its step has stood still for the stall threshold.
+:class:`Recoveries` keeps ``record.recovery``: ``pending`` once a loss opened it
+(:mod:`._generations`), ``recoveries`` and ``joins`` (a joiner's first step trained),
+and ``regrouping``: the count of re-forms of the same members after collectives failed
+at one step with no worker lost. Past :data:`~._evictions.REFORMS_CAP` of them a member
+is evicted (:mod:`._evictions`); with none left to evict, the run fails once its step
+has stood still for the stall threshold.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ class Recoveries:
     def on_resumed(self, record: Record, r: Report) -> None:
         """Rank 0 committed the first step of generation ``r.gen``: joiners trained,
         and the recovery that generation was made for, if any, is complete."""
-        for name, join in list(record.admitting.items()):
+        for name, join in list(record.members.admitting.items()):
             if join["generation"] <= r.gen:  # the joiner trained in this generation
-                del record.admitting[name]
+                del record.members.admitting[name]
                 join = {
                     **join,
                     "trained_at": r.time,
@@ -55,11 +55,11 @@ class Recoveries:
                     "rejoin_s": round(r.time - join["arrived_at"], 3),
                     "from_ready_s": round(r.time - join["ready_at"], 3),
                 }
-                record.joins.append(join)
-        pending, plan = record.pending, record.plan
+                record.recovery.joins.append(join)
+        pending, plan = record.recovery.pending, record.plan
         if pending is None or plan is None or r.gen != plan.gen:
             return
-        record.pending = None
+        record.recovery.pending = None
         lost = max(0, int(pending["highest_step"]) - int(r.data.get("synced_step", r.step)))
         recovery = Recovery(
             cause=pending["cause"],
@@ -73,9 +73,9 @@ class Recoveries:
             generation=plan.gen,
             step=r.step,
             # the members checked that they went on from one state a member vouched for
-            verified=plan.gen in record.verified,
+            verified=plan.gen in record.gens.verified,
         )
-        record.recoveries.append(recovery)
+        record.recovery.recoveries.append(recovery)
         record.step = max(record.step, r.step)
         record.last_advance = time.time()
         self.status.publish(record, recovery.as_payload())  # the whole recovery: folds agree
@@ -104,11 +104,11 @@ class Recoveries:
         plan = record.plan
         if record.finished or plan is None or plan.gen != gen:
             return
-        stuck = record.regrouping
+        stuck = record.recovery.regrouping
         if step < 0 and stuck is not None:
             step = stuck["step"]  # a rank that joined with no state yet: no news of progress
         if stuck is None or stuck["step"] != step:  # it got further (or rolled back)
-            stuck = record.regrouping = {"step": step, "since": time.time()}
+            stuck = record.recovery.regrouping = {"step": step, "since": time.time()}
             stuck.update(count=0, failures=0)
         stuck["count"] += 1  # since the last eviction
         stuck["failures"] += 1
@@ -139,6 +139,6 @@ class Recoveries:
             len(plan.members),
             stuck["failures"],
         )
-        members = [m for m in plan.members if m in record.actors]
+        members = [m for m in plan.members if m in record.members.actors]
         if len(members) >= record.options.min_workers and members:
             self.plans.new_plan(record, members, How.FORM)

@@ -39,9 +39,9 @@ def stall_threshold(record: Record) -> float:
     """Seconds a step may stand still before it is a hang: the options' floor for the
     first steps, then ``stall_factor`` x the median step time (at least ``stall_min_s``)."""
     o = record.options
-    if len(record.step_times) < 5:
+    if len(record.progress.step_times) < 5:
         return o.first_steps_floor_s
-    return max(o.stall_min_s, o.stall_factor * statistics.median(record.step_times))
+    return max(o.stall_min_s, o.stall_factor * statistics.median(record.progress.step_times))
 
 
 class StallWatch:
@@ -82,7 +82,7 @@ class StallWatch:
             return
         states = {}
         for name in plan.members:
-            address = record.actors.get(name)
+            address = record.members.actors.get(name)
             if address is not None:
                 with contextlib.suppress(Exception):
                     states[name] = json.loads(
@@ -109,7 +109,7 @@ class StallWatch:
                 )
             return
         for name in stuck:
-            address = record.actors.get(name)
+            address = record.members.actors.get(name)
             logger.warning(
                 "run %s: %s has not finished step %s in %.0f s: evicting it",
                 record.name,
@@ -118,8 +118,8 @@ class StallWatch:
                 threshold,
             )
             if address is not None:
-                record.actors.pop(name, None)
-                record.ready.pop(name, None)
+                record.members.actors.pop(name, None)
+                record.members.ready.pop(name, None)
                 self.plans.lost(record, [name], f"step not advancing for {threshold:.0f} s")
                 self.link.spawn(self.link.control.evict(address))
         record.last_advance = time.time()

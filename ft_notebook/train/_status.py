@@ -41,10 +41,12 @@ class RunStatus:
         """Healthy with as many workers training as the run began with, else degraded."""
         plan = record.plan
         world = len(plan.members) if plan is not None else 0
-        if world >= record.target_world:
+        if world >= record.members.target_world:
             self.set_health(record, Health.HEALTHY, f"{world} workers")
         else:
-            self.set_health(record, Health.DEGRADED, f"{world} of {record.target_world} workers")
+            self.set_health(
+                record, Health.DEGRADED, f"{world} of {record.members.target_world} workers"
+            )
 
     def set_health(self, record: Record, health: Health, reason: str) -> None:
         if record.health is health:

@@ -212,10 +212,10 @@ def test_coordinator_dashboard_and_panel_read_one_recovery(
     from ft_notebook.train._record import Options, Record
 
     coordinator, record = RunCoordinator(), Record(unique_name, b"", Options())
-    record.target_world = 3
+    record.members.target_world = 3
     record.plan = Plan(unique_name, 2, ("a", "b"), ("", 0), how="survive")
-    record.verified.add(2)
-    record.pending = {
+    record.gens.verified.add(2)
+    record.recovery.pending = {
         "cause": "c: worker lost",
         "detected_at": 1000.125,
         "workers_before": 3,
@@ -242,7 +242,7 @@ def test_coordinator_dashboard_and_panel_read_one_recovery(
     events = history(run_topic(unique_name))
     assert RecoveryCompleted.kind in [e.kind for e in events]
     [folded] = _fold(events).recoveries
-    assert folded == record.recoveries[0]
+    assert folded == record.recovery.recoveries[0]
     dashboard = DashboardState(run=unique_name)
     for event in events:
         dashboard.apply(event)

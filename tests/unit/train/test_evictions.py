@@ -22,7 +22,7 @@ def _coordinator(min_workers: int = 1) -> tuple[RunCoordinator, Record]:
     coordinator.link.control = ControlPlane()  # not started: holds and status rows only
     coordinator.runs["r"] = record
     # nothing listens there: plans sent to them fail, as for a worker going away
-    record.actors = {m: "tcp://127.0.0.1:9" for m in MEMBERS}
+    record.members.actors = {m: "tcp://127.0.0.1:9" for m in MEMBERS}
     return coordinator, record
 
 
@@ -52,7 +52,7 @@ def _run(coordinator: RunCoordinator, record: Record, absent: dict[str, list[str
         coordinator.status.set_state(record, RunState.RUNNING, "3 workers")
         coordinator.plans.new_plan(record, MEMBERS, How.FORM)
         failed = 0
-        while not record.evicted and failed < 10:
+        while not record.members.evicted and failed < 10:
             await _fail_rendezvous(coordinator, record, absent)
             failed += 1
         return failed
@@ -65,37 +65,37 @@ def test_the_member_its_peers_never_saw_arrive_is_evicted_after_the_cap() -> Non
     # "1" is isolated: nobody, itself included, finds its arrival mark
     failed = _run(coordinator, record, {m: ["1"] for m in MEMBERS})
     assert failed == REFORMS_CAP
-    assert list(record.evicted) == ["1"]
-    assert "3 members did not see it arrive" in record.evicted["1"]
-    assert "RendezvousTimeout" in record.evicted["1"]
+    assert list(record.members.evicted) == ["1"]
+    assert "3 members did not see it arrive" in record.members.evicted["1"]
+    assert "RendezvousTimeout" in record.members.evicted["1"]
     assert record.plan is not None
     assert record.plan.members == ("0", "2")
-    assert "1" not in record.actors
+    assert "1" not in record.members.actors
     # the eviction is a loss: recovering, degraded, the cause on the pending recovery
     assert record.state is RunState.RECOVERING
     assert record.health is Health.DEGRADED
-    assert record.pending is not None
-    assert record.pending["lost"] == ["1"]
-    assert record.info()["evicted"] == record.evicted
+    assert record.recovery.pending is not None
+    assert record.recovery.pending["lost"] == ["1"]
+    assert record.info()["evicted"] == record.members.evicted
     # and the worker is not admitted again by this run, even when it registers anew
     coordinator.members.on_membership("joined", "1", "tcp://127.0.0.1:10", "")
-    assert "1" not in record.actors
-    assert "1" not in record.arrivals
+    assert "1" not in record.members.actors
+    assert "1" not in record.members.arrivals
 
 
 def test_without_absences_a_joiner_that_never_trained_goes_first() -> None:
     coordinator, record = _coordinator()
-    record.admitting["0"] = {"name": "0", "generation": 1}  # joined, not trained yet
+    record.members.admitting["0"] = {"name": "0", "generation": 1}  # joined, not trained yet
     _run(coordinator, record, None)
-    assert list(record.evicted) == ["0"]
-    assert "joined and had not trained yet" in record.evicted["0"]
+    assert list(record.members.evicted) == ["0"]
+    assert "joined and had not trained yet" in record.members.evicted["0"]
 
 
 def test_with_every_member_seen_the_highest_rank_goes() -> None:
     coordinator, record = _coordinator()
     _run(coordinator, record, {m: [] for m in MEMBERS})
-    assert list(record.evicted) == ["2"]
-    assert "every member arrived" in record.evicted["2"]
+    assert list(record.members.evicted) == ["2"]
+    assert "every member arrived" in record.members.evicted["2"]
 
 
 def test_no_eviction_below_min_workers() -> None:
@@ -109,8 +109,8 @@ def test_no_eviction_below_min_workers() -> None:
             await _fail_rendezvous(coordinator, record, {m: ["1"] for m in MEMBERS})
 
     asyncio.run(scenario())
-    assert record.evicted == {}
+    assert record.members.evicted == {}
     assert record.plan is not None
     assert record.plan.members == tuple(MEMBERS)
-    assert record.regrouping is not None
-    assert record.regrouping["failures"] == REFORMS_CAP + 2
+    assert record.recovery.regrouping is not None
+    assert record.recovery.regrouping["failures"] == REFORMS_CAP + 2

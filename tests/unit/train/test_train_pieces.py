@@ -203,9 +203,9 @@ def test_a_failed_collective_raises_peer_failed() -> None:
 def test_the_stall_threshold_adapts_to_the_step_time() -> None:
     record = Record("r", b"", Options(stall_factor=30, stall_min_s=10, first_steps_floor_s=300))
     assert stall_threshold(record) == 300  # the first steps: the floor
-    record.step_times = [0.1] * 10
+    record.progress.step_times = [0.1] * 10
     assert stall_threshold(record) == 10  # never under stall-min
-    record.step_times = [2.0] * 10
+    record.progress.step_times = [2.0] * 10
     assert stall_threshold(record) == 60  # 30 x the median step
     assert stall_threshold(record) > 10 * 2.0  # a step 10x slower is no hang
 
@@ -398,7 +398,7 @@ def test_evaluations_land_at_their_step_and_the_history_stays_bounded() -> None:
         _history.on_progress(record, _progress(step, samples_per_s=10.0))
     late = Report("r", "0", "eval", 1, 10, 99.0, {"eval_step": 4, "eval": {"acc": 0.5}})
     _history.on_eval(record, late)
-    [at4] = [p for p in record.history if p["step"] == 4]
+    [at4] = [p for p in record.progress.history if p["step"] == 4]
     assert (at4["eval"], at4["eval_time"], at4["loss"]) == ({"acc": 0.5}, 99.0, 1.0)
     limit = _history.HISTORY_MAX
     for step in range(11, 3 * limit):
@@ -407,20 +407,20 @@ def test_evaluations_land_at_their_step_and_the_history_stays_bounded() -> None:
             _history.on_eval(
                 record, Report("r", "0", "eval", 1, step, float(step), {"eval_step": step})
             )
-    assert len(record.history) <= limit
-    steps = [p["step"] for p in record.history]
+    assert len(record.progress.history) <= limit
+    steps = [p["step"] for p in record.progress.history]
     assert steps == sorted(steps)
-    progress = [p["step"] for p in record.history if "eval_time" not in p]
+    progress = [p["step"] for p in record.progress.history if "eval_time" not in p]
     assert max(progress) > 2 * limit  # the loss curve goes on
-    assert max(p["step"] for p in record.history if "eval_time" in p) == 3 * limit - 1
+    assert max(p["step"] for p in record.progress.history if "eval_time" in p) == 3 * limit - 1
 
 
 def test_rank_zero_saying_its_checkpoints_lag_shows_on_the_run() -> None:
     record = Record("r", b"", Options())
     _history.on_progress(record, _progress(1, lagging=True))
-    assert record.lagging
+    assert record.noted.lagging
     _history.on_progress(record, _progress(2, lagging=False))
-    assert not record.lagging
+    assert not record.noted.lagging
 
 
 @pytest.mark.parametrize("joiner", [False, True])
@@ -443,7 +443,7 @@ def test_collectives_failing_with_no_loss_fail_the_run_once_its_step_stands_stil
     coordinator.link.control = ControlPlane()  # not started: holds and status rows only
     coordinator.runs["r"] = record
     # nothing listens there: the plans sent to them fail, as for a worker going away
-    record.actors = {"0": "tcp://127.0.0.1:9", "1": "tcp://127.0.0.1:9"}
+    record.members.actors = {"0": "tcp://127.0.0.1:9", "1": "tcp://127.0.0.1:9"}
 
     async def fail_a_collective(step: int) -> float:
         """Rank 0 reports a failed collective at ``step``; when the next plan came."""
@@ -480,7 +480,7 @@ def test_collectives_failing_with_no_loss_fail_the_run_once_its_step_stands_stil
     assert "Connection reset by peer" in record.reason
     assert "no member is left to evict (min_workers=2)" in record.reason
     assert "resume=True" in record.reason
-    assert record.evicted == {}
+    assert record.members.evicted == {}
     assert record.plan is not None
     assert record.plan.stop == "failed"
 
