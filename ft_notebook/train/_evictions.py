@@ -4,15 +4,20 @@ A collective or rendezvous that fails with no worker lost makes the coordinator 
 the same members again (:mod:`._recoveries`). A member that can never meet its peers
 (a host the others cannot reach, a NIC or GPU whose communicator never comes up)
 would keep that loop going, with the whole run standing still. So after
-:data:`REFORMS_CAP` failed forms at one step, :class:`Evictions` takes one member out:
-the one its peers saw absent from the failed rendezvous (each rank marks its arrival
-in the store, and a failed rendezvous reports the marks it found), else a joiner that
-has not trained yet (the run trained before it came), else the highest rank. The
-eviction is a loss like any other (a recovery with its cause, the run DEGRADED), its
-rank actor is stopped, and the worker is not admitted again by this run.
+:data:`REFORMS_CAP` failed forms at one step, :class:`Evictions` takes out a member
+the evidence names: the one its peers saw absent from the failed rendezvous (each
+rank marks its arrival in the store before it meets the others, and a failed
+rendezvous reports whose marks it did not find), else a joiner that has not trained
+yet (the others trained together before it came). With no such evidence (every
+member arrived, and none is new) nobody is evicted: a guess would take healthy
+workers out one by one, so the members are formed again until the run fails at its
+stall threshold, saying why.
 
-It keeps ``record.members.evicted`` and ``absent`` (generation -> how often each member
-was seen absent from its failed rendezvous).
+An eviction is a loss like any other (a recovery with its cause, the run DEGRADED).
+The evicted rank actor is sent a stop plan now and again when the run ends, and the
+worker is not admitted again by this run. :class:`Evictions` keeps
+``record.members.evicted``, ``retired`` and ``absent`` (generation -> how often each
+member was seen absent from its failed rendezvous).
 """
 
 from __future__ import annotations
@@ -51,19 +56,27 @@ class Evictions:
         record.members.absent[gen].update(str(m) for m in absent)
 
     def evict_one(self, record: Record, plan: Plan, failures: int, error: str) -> bool:
-        """The members failed to form ``failures`` times at one step: evict the likeliest
-        culprit, unless that would leave fewer than ``min_workers``. Whether one went."""
+        """The members failed to form ``failures`` times at one step: evict the member
+        the evidence names, unless that would leave fewer than ``min_workers``.
+        Whether one went."""
         members = [m for m in plan.members if m in record.members.actors]
         if len(members) < 2 or len(members) - 1 < record.options.min_workers:
             return False
-        name, why = self.culprit(record, plan, members)
-        address = record.members.actors.pop(name)
-        record.members.ready.pop(name, None)
+        named = self.culprit(record, plan, members)
+        if named is None:
+            return False
+        name, why = named
+        book = record.members
+        address = book.actors.pop(name)
+        book.ready.pop(name, None)
+        book.admitting.pop(name, None)  # not a join: it never trained with the others
+        book.arrivals.pop(name, None)
         cause = (
             f"could not meet its peers: {failures} forms of the same {len(plan.members)} "
             f"workers failed at step {record.step} ({why}; last error: {error or 'none given'})"
         )
-        record.members.evicted[name] = cause
+        book.evicted[name] = cause
+        book.retired[name] = address  # told to stop again when the run ends
         logger.warning("run %s: evicting %s: it %s", record.name, name, cause)
         stop = Plan(
             run=record.name,
@@ -77,8 +90,8 @@ class Evictions:
         self.plans.lost(record, [name], cause)
         return True
 
-    def culprit(self, record: Record, plan: Plan, members: list[str]) -> tuple[str, str]:
-        """The member to evict, and why it."""
+    def culprit(self, record: Record, plan: Plan, members: list[str]) -> tuple[str, str] | None:
+        """The member to evict and why it, or None when nothing names one."""
         votes = record.members.absent.get(plan.gen)
         if votes:
             name, count = max(
@@ -91,7 +104,4 @@ class Evictions:
         joiners = [m for m in members if m in record.members.admitting]
         if joiners:
             return joiners[-1], "it joined and had not trained yet; the others had trained"
-        return members[-1], "every member arrived at the rendezvous; the highest rank goes"
-
-    def may_join(self, record: Record, name: str) -> bool:
-        return name not in record.members.evicted
+        return None

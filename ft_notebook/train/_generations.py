@@ -59,7 +59,10 @@ class Generations:
         self.forget_retired(record, plan)
         if not stop:
             record.gens.world = len(plan.members)
-        for name, address in list(record.members.actors.items()):
+        told = dict(record.members.actors)
+        if plan.stop:  # evicted actors too, in case their own stop plan was lost
+            told.update(record.members.retired)
+        for name, address in told.items():
             self.link.spawn(self.deliver(record, name, address, plan))
         return plan
 

@@ -109,11 +109,21 @@ class GroupTimeouts:
 
 
 def make_group(
-    store: Any, prefix: str, rank: int, world: int, backend: str, timeout_s: float
+    store: Any,
+    prefix: str,
+    rank: int,
+    world: int,
+    backend: str,
+    timeout_s: float,
+    device_index: int | None = None,
 ) -> Any:
     """A process group of ``world`` ranks meeting under ``prefix`` (blocks until all
-    join: the store's own timeout bounds the wait for a peer's address); ``timeout_s``
-    is the group's, which bounds each of its collectives."""
+    join); ``timeout_s`` is the group's, which bounds each of its collectives.
+
+    NCCL meets its peers only at a group's first collective. With ``device_index``
+    (the rank's GPU) one tiny all-reduce is made here, so that a peer that never comes
+    fails the rendezvous, within its own timeout, and not the first collective of the
+    rank's thread, which would wait the far longer collective timeout."""
     import torch.distributed as dist
 
     timeout = datetime.timedelta(seconds=timeout_s)
@@ -121,8 +131,21 @@ def make_group(
     if backend == "nccl":
         opts = dist.ProcessGroupNCCL.Options()
         opts._timeout = timeout
-        return dist.ProcessGroupNCCL(prefixed, rank, world, opts)
+        group = dist.ProcessGroupNCCL(prefixed, rank, world, opts)
+        if device_index is not None:
+            _connect(group, device_index)
+        return group
     return dist.ProcessGroupGloo(prefixed, rank, world, timeout)
+
+
+def _connect(group: Any, device_index: int) -> None:
+    """Make NCCL set up ``group``'s communicator now (on this thread: it blocks until
+    every rank has come)."""
+    import torch
+
+    torch.cuda.set_device(device_index)  # per thread: a new thread starts on GPU 0
+    group.allreduce([torch.zeros(1, device=torch.device("cuda", device_index))]).wait()
+    torch.cuda.synchronize(device_index)
 
 
 def form_interruptibly(waker: Waker, build: Callable[[], Any], what: str, timeout_s: float) -> Any:

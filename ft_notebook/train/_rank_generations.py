@@ -91,13 +91,16 @@ class RankGenerations:
         prefix, backend = plan.prefix, self.backend
         if isolated():  # the drill (%ft chaos isolate): where no peer ever comes
             prefix = f"{prefix}isolated-{self.name}/"
-        store.set(arrival_key(prefix, self.name), "1")
+
+        device_index = _cuda_device() if backend == "nccl" else None  # this thread's GPU
+
+        def meet() -> Any:
+            store.set(arrival_key(prefix, self.name), "1")  # who came shows if this fails
+            return make_group(store, prefix, rank, world, backend, timeout_s, device_index)
+
         try:
             group = form_interruptibly(
-                self.waker,
-                lambda: make_group(store, prefix, rank, world, backend, timeout_s),
-                f"rendezvous of generation {plan.gen}",
-                self.timeouts.rendezvous_s,
+                self.waker, meet, f"rendezvous of generation {plan.gen}", self.timeouts.rendezvous_s
             )
         except RendezvousTimeout as e:
             raise NotMet(str(e), self._absent(plan)) from e
@@ -108,7 +111,7 @@ class RankGenerations:
         """The members whose arrival marks are not in the store under ``plan``'s prefix
         (a fresh client: the rendezvous' own may still be waiting in its thread)."""
         try:
-            store = self.store(plan.store)
+            store = self.store(plan.store, timeout_s=min(5.0, self.timeouts.rendezvous_s))
             return tuple(m for m in plan.members if not store.check([arrival_key(plan.prefix, m)]))
         except Exception:  # the store itself is out of reach: nothing to tell
             return None
@@ -123,7 +126,7 @@ class RankGenerations:
 
         gen.prepare_survivors(self.store(plan.store), self.timeouts.collective_s, report)
 
-    def store(self, address: tuple[str, int]) -> Any:
+    def store(self, address: tuple[str, int], timeout_s: float | None = None) -> Any:
         """A new client of the rendezvous store. One per rendezvous and per survivor
         build: a client holds its lock while it waits for a key, so an abandoned
         rendezvous must not share one with the next."""
@@ -134,7 +137,7 @@ class RankGenerations:
             address[1],
             None,
             False,
-            timeout=datetime.timedelta(seconds=self.timeouts.rendezvous_s),
+            timeout=datetime.timedelta(seconds=timeout_s or self.timeouts.rendezvous_s),
         )
 
     def leave(self) -> None:
@@ -142,3 +145,9 @@ class RankGenerations:
         if self.collectives.gen is not None:
             self.collectives.gen.retire(self.timeouts.collective_s)
         self.collectives.gen = None
+
+
+def _cuda_device() -> int:
+    import torch
+
+    return int(torch.cuda.current_device())

@@ -55,8 +55,11 @@ class Options:
 
 @dataclass
 class MemberBook:
-    """Which workers have rank actors of the run, and how they came and went: written
-    by :mod:`._membership`, ``evicted`` and ``absent`` by :mod:`._evictions`."""
+    """Which workers have rank actors of the run, and how they came and went: kept by
+    :mod:`._membership`; ``evicted``, ``retired`` and ``absent`` by :mod:`._evictions`.
+    A member lost is dropped from ``actors`` and ``ready`` by whoever saw it go: the
+    control plane's news (:mod:`._membership`), a plan that found no actor
+    (:mod:`._generations`), a hung rank (:mod:`._stall`) or an eviction."""
 
     actors: dict[str, str] = field(default_factory=dict)  # worker name -> address
     ready: dict[str, float] = field(default_factory=dict)  # worker -> when its rank was ready
@@ -67,6 +70,8 @@ class MemberBook:
     resumed_from: int | None = None  # the checkpoint step a resume=True run began at
     #: Members taken out of the run for not meeting their peers: name -> why.
     evicted: dict[str, str] = field(default_factory=dict)
+    #: Evicted rank actors (name -> address): the stop plan at the end goes to them too.
+    retired: dict[str, str] = field(default_factory=dict)
     #: Generation -> how often each member was reported absent from its rendezvous.
     absent: dict[int, collections.Counter[str]] = field(default_factory=dict)
 

@@ -4,8 +4,8 @@
 (:mod:`._generations`), ``recoveries`` and ``joins`` (a joiner's first step trained),
 and ``regrouping``: the count of re-forms of the same members after collectives failed
 at one step with no worker lost. Past :data:`~._evictions.REFORMS_CAP` of them a member
-is evicted (:mod:`._evictions`); with none left to evict, the run fails once its step
-has stood still for the stall threshold.
+the evidence names is evicted (:mod:`._evictions`); with none to evict, the run fails
+once its step has stood still for the stall threshold.
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ class Recoveries:
     def reform_if_stuck(self, record: Record, gen: int, step: int, error: str) -> None:
         """A collective failed at ``step`` and no loss followed: form the same members
         again. After :data:`~._evictions.REFORMS_CAP` failures in a row at the step,
-        a member that cannot meet its peers is evicted and the others go on. With no
-        member left to evict (``min_workers``), when they keep failing for the run's
+        a member shown not to meet its peers is evicted and the others go on. With none
+        to evict (no evidence, or ``min_workers``), when they keep failing for the run's
         stall threshold (a broken interconnect, a GPU in a bad state), the run fails and
         says so, rather than re-forming for ever while it looks as if it were running."""
         plan = record.plan
@@ -124,8 +124,10 @@ class Recoveries:
                 RunState.FAILED,
                 f"the workers' collectives failed {stuck['failures']} times in a row at step "
                 f"{stuck['step']} over {waited:.0f} s, with no worker lost (last error: "
-                f"{error or 'none given'}), and no member is left to evict "
-                f"(min_workers={record.options.min_workers}). Check that the workers can "
+                f"{error or 'none given'}), and no member could be evicted: none was "
+                f"seen absent from the rendezvous or is new, or evicting one would leave "
+                f"fewer than min_workers={record.options.min_workers}. Check that the "
+                f"workers can "
                 f"reach each other (ft-notebook.cluster.interface, NCCL_DEBUG=INFO on "
                 f"GPUs), then go on from the newest checkpoint with ft.fit(..., resume=True).",
             )

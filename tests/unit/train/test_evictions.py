@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from ft_notebook.cluster._control import ControlPlane
 from ft_notebook.events import Health, RunState
+from ft_notebook.train import _rank
 from ft_notebook.train._coordinator import RunCoordinator
 from ft_notebook.train._evictions import REFORMS_CAP
-from ft_notebook.train._protocol import How, Report
+from ft_notebook.train._protocol import How, Plan, Report
 from ft_notebook.train._record import Options, Record
 
 MEMBERS = ["0", "1", "2"]
@@ -86,16 +88,63 @@ def test_the_member_its_peers_never_saw_arrive_is_evicted_after_the_cap() -> Non
 def test_without_absences_a_joiner_that_never_trained_goes_first() -> None:
     coordinator, record = _coordinator()
     record.members.admitting["0"] = {"name": "0", "generation": 1}  # joined, not trained yet
+    record.members.arrivals["0"] = 1.0
     _run(coordinator, record, None)
     assert list(record.members.evicted) == ["0"]
     assert "joined and had not trained yet" in record.members.evicted["0"]
+    # not a join: it must not be completed as one when the others train
+    assert "0" not in record.members.admitting
+    assert "0" not in record.members.arrivals
 
 
-def test_with_every_member_seen_the_highest_rank_goes() -> None:
+def test_with_every_member_seen_and_none_new_nobody_is_evicted() -> None:
+    """No evidence names a member (a broken interconnect looks like this): evicting
+    one would be a guess, and the next guess would take another healthy worker."""
     coordinator, record = _coordinator()
-    _run(coordinator, record, {m: [] for m in MEMBERS})
-    assert list(record.members.evicted) == ["2"]
-    assert "every member arrived" in record.members.evicted["2"]
+
+    async def scenario() -> None:
+        coordinator.status.set_state(record, RunState.RUNNING, "3 workers")
+        coordinator.plans.new_plan(record, MEMBERS, How.FORM)
+        for _ in range(2 * REFORMS_CAP):
+            await _fail_rendezvous(coordinator, record, {m: [] for m in MEMBERS})
+
+    asyncio.run(scenario())
+    assert record.members.evicted == {}
+    assert record.plan is not None
+    assert record.plan.members == tuple(MEMBERS)
+
+
+def test_the_evicted_rank_is_told_to_stop_now_and_again_when_the_run_ends() -> None:
+    coordinator, record = _coordinator()
+    record.members.actors = {m: f"tcp://w{m}" for m in MEMBERS}
+    stops: list[tuple[str, str, str]] = []
+
+    async def call(address: str, fn: Any, *args: Any) -> Any:
+        if fn is _rank.deliver:
+            plan = Plan.from_wire(args[1])
+            if plan.stop:
+                stops.append((address, plan.stop.split(":")[0], plan.incarnation))
+        return "delivered"
+
+    coordinator.link.call = call  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        coordinator.status.set_state(record, RunState.RUNNING, "3 workers")
+        coordinator.plans.new_plan(record, MEMBERS, How.FORM)
+        while not record.members.evicted:
+            await _fail_rendezvous(coordinator, record, {m: ["1"] for m in MEMBERS})
+        await asyncio.sleep(0.05)  # the stop plan's send
+        coordinator.end.finish(record, RunState.COMPLETED, "256 steps")
+        await asyncio.sleep(0.05)
+
+    asyncio.run(scenario())
+    mine = record.incarnation
+    assert ("tcp://w1", "evicted", mine) in stops
+    assert sorted(a for a, why, _ in stops if why == "completed") == [
+        "tcp://w0",
+        "tcp://w1",  # evicted, but told again: its own stop plan may have been lost
+        "tcp://w2",
+    ]
 
 
 def test_no_eviction_below_min_workers() -> None:
