@@ -4,6 +4,7 @@ real all-reduce, so after ``e`` epochs each one must be exactly ``e``."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -196,6 +197,21 @@ def test_a_member_that_cannot_meet_its_peers_is_evicted_and_the_others_go_on(
     assert f"{REFORMS_CAP} forms of the same 3 workers failed" in recovery["cause"]
     assert (recovery["workers_before"], recovery["workers_after"]) == (3, 2)
     assert recovery["verified"] is True
+    # the evicted rank actor stopped (its model and data go), told so by the run
+    from ft_notebook.train._rank import rank_logs, rank_state
+
+    [address] = [
+        a
+        for a, w in client.scheduler_info(n_workers=-1)["workers"].items()
+        if str(w["name"]) == "1"
+    ]
+
+    def stopped() -> bool:
+        state = json.loads(client.run(rank_state, unique_name, workers=[address])[address])
+        return state is not None and state["alive"] is False
+
+    poll_for(stopped, timeout=30, what="the evicted rank actor to stop")
+    assert "stopping: evicted" in client.run(rank_logs, unique_name, workers=[address])[address]
 
 
 def test_a_restarted_worker_rejoins(client: Client, tmp_path: Any, unique_name: str) -> None:
