@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from ft_notebook.events import RunState
+from ft_notebook.train import _history
 from ft_notebook.train._generations import Generations
 from ft_notebook.train._link import SchedulerLink
 from ft_notebook.train._progress_publisher import ProgressPublisher
@@ -43,6 +44,7 @@ class RunEnd:
         self.link.control.release(f"run:{record.name}")
 
     def on_done(self, record: Record, r: Report) -> None:
+        _history.add_robust_window(record, r.data)  # the steps after the last progress
         record.step, record.epoch = r.step, int(r.data.get("epoch", record.epoch))
         record.loss = r.data.get("loss", record.loss)
         if r.data.get("checkpoint") is not None:

@@ -39,21 +39,29 @@ def on_progress(record: Record, r: Report) -> None:
         "samples_per_s": d.get("samples_per_s"),
         "world_size": d.get("world"),
     }
-    suspects = d.get("suspects")
-    if isinstance(suspects, dict) and suspects:  # a robust aggregator's, since the last
-        point["suspects"] = dict(suspects)
-        for name, steps in suspects.items():
-            record.progress.suspects[str(name)] = record.progress.suspects.get(str(name), 0) + int(
-                steps
-            )
-    if d.get("mean_steps"):  # on_violation="mean": steps the rule could not hold for
-        point["mean_steps"] = int(d["mean_steps"])
-        record.progress.mean_steps += int(d["mean_steps"])
+    point.update(add_robust_window(record, d))
     if "lagging" in d:  # rank 0's view: failing saves, or saves queued behind a slow one
         record.noted.lagging = bool(d["lagging"])
     if r.step % record.progress.history_every == 0:
         record.progress.history.append(point)
     trim_history(record)
+
+
+def add_robust_window(record: Record, d: dict[str, Any]) -> dict[str, Any]:
+    """Add a robust aggregator's window (what rank 0 tells with each progress report,
+    and with ``done`` for the steps after the last one) to the run's totals; returns
+    the window, for the history point."""
+    window: dict[str, Any] = {}
+    suspects = d.get("suspects")
+    if isinstance(suspects, dict) and suspects:  # worker -> suspect steps in the window
+        window["suspects"] = dict(suspects)
+        totals = record.progress.suspects
+        for name, steps in suspects.items():
+            totals[str(name)] = totals.get(str(name), 0) + int(steps)
+    if d.get("mean_steps"):  # on_violation="mean": steps the rule could not hold for
+        window["mean_steps"] = int(d["mean_steps"])
+        record.progress.mean_steps += int(d["mean_steps"])
+    return window
 
 
 def on_eval(record: Record, r: Report) -> None:

@@ -181,6 +181,7 @@ class StepLoop:
                 nonfinite_total=held.nonfinite_total,
                 epoch=held.step // held.trainer.steps_per_epoch,
                 loss=self._last_loss,
+                **self._robust_window(),  # the steps since the last progress report
             )
         self.reporter.log(f"finished at step {held.step}")
         return final

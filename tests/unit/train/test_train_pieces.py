@@ -711,3 +711,28 @@ def test_the_full_fingerprint_has_one_length_whatever_the_state_holds() -> None:
     a, b = fingerprint(fresh), fingerprint(stepped)
     assert a.shape == b.shape == (SLOTS + 1,)
     assert not torch.equal(a, b)
+
+
+def test_the_suspects_of_the_steps_after_the_last_progress_report_count_too() -> None:
+    """Rank 0 tells a robust aggregator's suspects with each progress report (4 a
+    second) and, for the steps after the last one, with ``done``: a run's totals must
+    not depend on where its last progress report fell (the robust run's test lost up
+    to a third of its steps that way under load)."""
+    from ft_notebook.cluster._control import ControlPlane
+
+    coordinator, record = RunCoordinator(), Record("r", b"", Options())
+    coordinator.link.control = ControlPlane()  # not started: holds and status rows only
+    coordinator.runs["r"] = record
+    done = Report("r", "0", "done", 1, 72, 1.0, {"suspects": {"3": 30}, "mean_steps": 1})
+
+    async def scenario() -> None:  # the end sends its stop plan on the loop
+        coordinator.reports.on_report(record, _progress(40, suspects={"3": 38}, mean_steps=2))
+        coordinator.reports.on_report(record, done)
+
+    import asyncio
+
+    asyncio.run(scenario())
+    info = record.info()
+    assert info["state"] == "COMPLETED"
+    assert info["suspects"] == {"3": 68}
+    assert info["mean_steps"] == 3
