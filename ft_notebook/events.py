@@ -55,6 +55,7 @@ __all__ = [
     "ReplicaReady",
     "RolledBack",
     "RunProgress",
+    "RunStarted",
     "RunState",
     "RunStateChanged",
     "ServiceClosed",
@@ -233,6 +234,22 @@ class WorkerHung(EventPayload):
     heartbeat_age_s: float
 
 
+@event_kind("run-started")
+@dataclass(frozen=True)
+class RunStarted(EventPayload):
+    """A run (or a run resumed under the same name) began: what was known of an
+    earlier run of that name is no longer this run's. It starts PENDING and HEALTHY.
+    """
+
+    total_steps: int
+    #: The registry name of the ft_notebook cluster it runs on and its scheduler's
+    #: address, so a view can tell when that cluster is gone; ``""`` on a cluster that
+    #: is not in the user's registry (``cluster="local"``, a Dask cluster given by
+    #: address), whose end no view can see.
+    cluster: str = ""
+    scheduler: str = ""
+
+
 @event_kind("run-state-changed")
 @dataclass(frozen=True)
 class RunStateChanged(EventPayload):
@@ -362,6 +379,10 @@ class SnapshotCommitted(EventPayload):
     nbytes: int
     variables: int
     lost: tuple[str, ...] = ()
+    #: The key of the notebook it is a snapshot of (``NotebookSession.notebook``): the
+    #: session topic is every notebook's, and a view shows only its own notebook's.
+    #: ``""`` in journals written before the field existed.
+    notebook: str = ""
 
 
 @event_kind("replica-ready")

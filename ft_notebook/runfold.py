@@ -47,7 +47,9 @@ from ft_notebook.events import (
     ReplicaFailed,
     ReplicaLost,
     ReplicaReady,
+    RolledBack,
     RunProgress,
+    RunStarted,
     RunState,
     RunStateChanged,
     ServiceClosed,
@@ -136,7 +138,9 @@ class _Folded:
 @dataclass(frozen=True)
 class RunView(_Folded):
     """What a run's events say of it. Start from ``RunView()`` and ``apply`` each
-    event; every field is None (or empty) until an event says otherwise."""
+    event; every field is None (or empty) until an event says otherwise. A
+    ``run-started`` begins it afresh (PENDING, HEALTHY): a run resumed under a name
+    used before is a new run, whatever the journal said of the old one."""
 
     #: From ``run-state-changed``, and from ``progress-reported`` (which repeats it).
     state: RunState | None = None
@@ -144,7 +148,8 @@ class RunView(_Folded):
     #: Why the run is in its state; a change of health gives its own reason, except
     #: while the run is RECOVERING or STALLED, whose reason says why it does not train.
     reason: str = ""
-    #: From the newest ``progress-reported``.
+    #: From the newest ``progress-reported``; a committed checkpoint moves it on to
+    #: its step (the run got there), a roll-back back to where it went.
     step: int | None = None
     total_steps: int | None = None
     epoch: int | None = None
@@ -162,6 +167,10 @@ class RunView(_Folded):
     #: A checkpoint failed and none was committed since.
     lagging: bool = False
     recoveries: tuple[Recovery, ...] = ()
+    #: From ``run-started``: the registry name of its cluster and the scheduler's
+    #: address (``""``: not a registered cluster, or a journal from before).
+    cluster: str = ""
+    scheduler: str = ""
     #: Topic -> the newest sequence number folded; never mutated (a new dict each time).
     seen: Mapping[str, int] = field(default_factory=dict)
     #: Time of the newest event folded.
@@ -187,6 +196,18 @@ def _fold(view: Any, event: Event, folds: Mapping[str, Callable[[Any, Any, Event
     except (TypeError, ValueError):  # fields missing or values unknown: another version
         return view
     return fold(view, payload, event)
+
+
+def _run_started(view: RunView, p: RunStarted, e: Event) -> RunView:
+    return RunView(
+        state=RunState.PENDING,
+        health=Health.HEALTHY,
+        total_steps=p.total_steps,
+        cluster=p.cluster,
+        scheduler=p.scheduler,
+        seen=view.seen,
+        updated=view.updated,
+    )
 
 
 def _state_changed(view: RunView, p: RunStateChanged, e: Event) -> RunView:
@@ -215,7 +236,16 @@ def _progressed(view: RunView, p: RunProgress, e: Event) -> RunView:
 
 
 def _checkpoint_committed(view: RunView, p: CheckpointCommitted, e: Event) -> RunView:
-    return replace(view, checkpoint_step=p.checkpoint_step, checkpoint_time=e.time, lagging=False)
+    # progress is published about once a second, a checkpoint as it commits: without
+    # this a view said "step 59" beside "checkpoint of step 80"
+    step = max(view.step or 0, p.checkpoint_step)
+    return replace(
+        view, step=step, checkpoint_step=p.checkpoint_step, checkpoint_time=e.time, lagging=False
+    )
+
+
+def _rolled_back(view: RunView, p: RolledBack, e: Event) -> RunView:
+    return replace(view, step=p.to_step)
 
 
 def _checkpoint_failed(view: RunView, p: CheckpointFailed, e: Event) -> RunView:
@@ -235,13 +265,15 @@ def _known_state(value: str) -> RunState | None:
 
 
 #: Event kind -> how it moves the view. Other kinds (worker events, skipped steps,
-#: roll-backs, repairs, snapshots) say nothing the view keeps.
+#: repairs, snapshots) say nothing the view keeps.
 _FOLDS: dict[str, Callable[[RunView, Any, Event], RunView]] = {
+    RunStarted.kind: _run_started,
     RunStateChanged.kind: _state_changed,
     HealthChanged.kind: _health_changed,
     RunProgress.kind: _progressed,
     CheckpointCommitted.kind: _checkpoint_committed,
     CheckpointFailed.kind: _checkpoint_failed,
+    RolledBack.kind: _rolled_back,
     RecoveryCompleted.kind: _recovered,
 }
 

@@ -136,8 +136,12 @@ class ResilienceManager:
 
     def runs(self) -> list[RunModel]:
         """Every run that has a journal, with its state, health, progress, newest
-        checkpoint and recoveries (see :mod:`._runs`)."""
-        return self._runs.runs(self._journal_dir())
+        checkpoint and recoveries (see :mod:`._runs`); a run whose cluster is gone
+        says so."""
+        from ft_notebook.cluster import clusters
+
+        running = {info.name: info.address for info in clusters()}
+        return self._runs.runs(self._journal_dir(), running)
 
     def events(self, topic: str, since: str | int = 0, limit: str | int = MAX_EVENTS) -> list[Any]:
         """Events of ``topic`` after sequence number ``since``, oldest first, at most

@@ -99,6 +99,11 @@ class RunModel:
     checkpoint_time: float | None = None
     #: The newest recoveries, oldest first (at most :data:`MAX_RECOVERIES`).
     recoveries: tuple[RecoveryModel, ...] = ()
+    #: The registered cluster it runs on ("" when not one of the user's registry).
+    cluster: str = ""
+    #: The run never said it ended, and its cluster is no longer running: its state
+    #: is the last it told, not what it is now (nothing trains, nothing checkpoints).
+    cluster_gone: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)

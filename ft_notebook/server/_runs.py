@@ -12,6 +12,7 @@ where the last read ended.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,8 +37,13 @@ class RunFold:
     def add(self, event: Event) -> None:
         self.view = self.view.apply(event)
 
-    def model(self) -> RunModel:
+    def model(self, running: Mapping[str, str]) -> RunModel:
+        """The run as the panel shows it; ``running`` maps the names of the user's
+        running clusters to their scheduler addresses."""
         v = self.view
+        unfinished = v.state is not None and not v.state.finished
+        # a cluster of the same name started since is another cluster: its address differs
+        gone = unfinished and bool(v.cluster) and running.get(v.cluster) != v.scheduler
         return RunModel(
             self.name,
             self.topic,
@@ -52,6 +58,8 @@ class RunFold:
             checkpoint_step=v.checkpoint_step,
             checkpoint_time=v.checkpoint_time,
             recoveries=tuple(RecoveryModel.of(r) for r in v.recoveries[-MAX_RECOVERIES:]),
+            cluster=v.cluster,
+            cluster_gone=gone,
         )
 
 
@@ -62,13 +70,14 @@ class RunJournals:
         self._lock = threading.Lock()  # handlers call from several threads
         self._folds: dict[Path, tuple[int, RunFold]] = {}
 
-    def runs(self, folder: Path) -> list[RunModel]:
+    def runs(self, folder: Path, running: Mapping[str, str]) -> list[RunModel]:
+        """The runs journaled in ``folder``; ``running``: cluster name -> address of
+        the user's running clusters, to tell which runs lost theirs."""
         with self._lock:
-            return [
-                m for path in sorted(folder.glob(f"{RUN_PREFIX}*.jsonl")) if (m := self._one(path))
-            ]
+            folds = [f for path in sorted(folder.glob(f"{RUN_PREFIX}*.jsonl")) if (f := self._one(path))]
+        return [f.model(running) for f in folds]
 
-    def _one(self, path: Path) -> RunModel | None:
+    def _one(self, path: Path) -> RunFold | None:
         name = path.name[len(RUN_PREFIX) : -len(".jsonl")]
         try:
             topic = run_topic(name)
@@ -89,4 +98,4 @@ class RunJournals:
             except EventError:  # a line of something else: the journal reader's rule
                 continue
         self._folds[path] = (offset, fold)
-        return fold.model()
+        return fold

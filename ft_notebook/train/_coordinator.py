@@ -82,6 +82,11 @@ class RunCoordinator(SchedulerPlugin):
         self._watchdog = asyncio.ensure_future(self.watch.watchdog())
 
     async def close(self) -> None:
+        # A run ends with its cluster: said here, or its journal would say RUNNING for
+        # ever (the panel, the status bar and a re-attaching kernel read it).
+        for record in self.runs.values():
+            if not record.finished:
+                self.end.finish(record, RunState.CANCELLED, "its cluster shut down")
         self.link.control.remove_listener(self.members.on_membership)
         if self._watchdog is not None:
             self._watchdog.cancel()
@@ -103,6 +108,7 @@ class RunCoordinator(SchedulerPlugin):
             )
         record = Record(name, spec, options)
         self.runs[name] = record
+        self.status.started(record)
         self.link.control.hold(f"run:{name}")
         self.link.spawn(self.members.launch(record))
         return record.info()

@@ -14,6 +14,7 @@ from typing import Any
 from ft_notebook.events import (
     Health,
     HealthChanged,
+    RunStarted,
     RunState,
     RunStateChanged,
     publish,
@@ -30,6 +31,19 @@ class RunStatus:
 
     def __init__(self, link: SchedulerLink) -> None:
         self.link = link
+
+    def started(self, record: Record) -> None:
+        """Tell that ``record`` began (PENDING, HEALTHY): views start it afresh, and
+        learn which of the user's clusters it runs on."""
+        address = str(getattr(self.link.scheduler, "address", "") or "")
+        self.publish(
+            record,
+            RunStarted(
+                total_steps=record.options.total_steps,
+                cluster=_registered_name(address),
+                scheduler=address,
+            ),
+        )
 
     def set_state(self, record: Record, state: RunState, reason: str) -> None:
         if record.state is state:
@@ -66,3 +80,14 @@ class RunStatus:
             )
         except Exception:
             logger.exception("could not publish %s of run %s", payload.kind, record.name)
+
+
+def _registered_name(address: str) -> str:
+    """The name of the user's registered cluster at ``address``, or ``""``."""
+    from ft_notebook.cluster import clusters
+
+    try:
+        return next((c.name for c in clusters() if c.address == address), "")
+    except Exception:  # an unreadable registry costs the view this fact, not the run
+        logger.exception("could not read the cluster registry")
+        return ""

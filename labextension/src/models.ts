@@ -69,6 +69,8 @@ export interface RunModel {
   checkpoint_step: number | null;
   checkpoint_time: number | null;
   recoveries: RecoveryModel[];
+  cluster: string;
+  cluster_gone: boolean;
 }
 
 /** One notebook snapshot, described by its manifest (its data is not read). */

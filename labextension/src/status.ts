@@ -132,9 +132,12 @@ export function servicesSuffix(count: number, unhealthy: ServiceModel[]): string
   return ` · svc ${count - unhealthy.length}/${count} ${worst}`;
 }
 
-/** Whether a run is training now (its checkpoints age matters). */
+/**
+ * Whether a run is training now (its checkpoints age matters): its last word is an
+ * active state and its cluster still runs.
+ */
 export function isActiveRun(run: RunModel): boolean {
-  return run.state !== null && ACTIVE_RUN_STATES.has(run.state);
+  return run.state !== null && ACTIVE_RUN_STATES.has(run.state) && !run.cluster_gone;
 }
 
 function runsKind(active: RunModel[]): 'ok' | 'degraded' {

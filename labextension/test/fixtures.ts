@@ -76,6 +76,8 @@ export function run(overrides: Partial<RunModel> = {}): RunModel {
     checkpoint_step: 100,
     checkpoint_time: 1_700_000_188,
     recoveries: [],
+    cluster: 'default',
+    cluster_gone: false,
     ...overrides
   };
 }

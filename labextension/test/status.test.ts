@@ -100,6 +100,17 @@ describe('summarizeStatus', () => {
     expect(s.text).toBe('FT ● 1/1 · ckpt 5 s ago');
   });
 
+  it('counts no checkpoint age of a run whose cluster is gone', () => {
+    // issue 33: after ft.down the status bar went on counting the dead run's checkpoint
+    const runs = [
+      run({ name: 'gone', cluster_gone: true, checkpoint_time: NOW_MS / 1000 - 9 }),
+      run({ name: 'elsewhere', health: 'DEGRADED', cluster_gone: true })
+    ];
+    const s = summarizeStatus(view([healthyCluster('a', 1)], runs), NOW_MS);
+    expect(s).toMatchObject({ kind: 'ok', text: 'FT ● 1/1' });
+    expect(summarizeStatus(view([], runs), NOW_MS)).toMatchObject({ kind: 'none', text: 'FT –' });
+  });
+
   it('says FT – without clusters', () => {
     const s = summarizeStatus(view([], []), NOW_MS);
     expect(s).toMatchObject({ kind: 'none', healthy: 0, total: 0, text: 'FT –' });

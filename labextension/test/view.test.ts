@@ -165,6 +165,22 @@ describe('runs', () => {
     expect(text(el, '.jp-ft-run-loss')).toBe('loss –');
   });
 
+  it('shows a run whose cluster is gone as such, not as its last state', () => {
+    // issue 33: after ft.down the run stayed RUNNING · DEGRADED in the panel
+    const el = renderRun(run({ health: 'DEGRADED', cluster_gone: true }), NOW_MS, vi.fn());
+    expect(el.dataset.state).toBe('CLUSTER GONE');
+    expect(el.dataset.health).toBe('LOST');
+    expect(text(el, '.jp-ft-run-state')).toBe('CLUSTER GONE');
+    expect(el.querySelector('.jp-ft-run-state')?.classList).toContain('jp-ft-mod-cluster-gone');
+    const list = renderRuns(
+      [run({ name: 'gone', cluster_gone: true, updated: 2 }), run({ name: 'live', updated: 1 })],
+      NOW_MS,
+      vi.fn()
+    );
+    const names = Array.from(list.querySelectorAll<HTMLElement>('.jp-ft-run'));
+    expect(names.map(r => r.dataset.run)).toEqual(['live', 'gone']); // the live one first
+  });
+
   it('the Dashboard button opens that run', () => {
     const open = vi.fn();
     const el = renderRun(run({ name: "it's \"odd\"" }), NOW_MS, open);

@@ -19,7 +19,9 @@ from ft_notebook.events import (
     Health,
     HealthChanged,
     RecoveryCompleted,
+    RolledBack,
     RunProgress,
+    RunStarted,
     RunState,
     RunStateChanged,
     WorkerLost,
@@ -262,3 +264,71 @@ def test_the_fold_imports_neither_torch_nor_dask() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _events(topic: str, *payloads: object) -> list[Event]:
+    """``payloads`` as the events of one journal, numbered from 1, a second apart."""
+    return [
+        Event(topic, p.kind, seq=i, time=1000.0 + i, data=dataclasses.asdict(p))  # type: ignore[attr-defined,call-overload]
+        for i, p in enumerate(payloads, 1)
+    ]
+
+
+def test_a_run_that_started_is_healthy_before_any_change_of_health() -> None:
+    """Issue 33: a healthy running run showed a grey UNKNOWN badge, because health was
+    told only when it changed. A run begins HEALTHY, and its start says so."""
+    view = _fold(
+        _events(
+            run_topic("r"),
+            RunStarted(total_steps=256, cluster="default", scheduler="tls://127.0.0.1:5"),
+            RunStateChanged(RunState.RUNNING, RunState.PENDING, "3 workers"),
+        )
+    )
+    assert (view.state, view.health, view.total_steps) == (RunState.RUNNING, Health.HEALTHY, 256)
+    assert (view.cluster, view.scheduler) == ("default", "tls://127.0.0.1:5")
+
+
+def test_a_resumed_run_starts_afresh_whatever_the_journal_said_of_the_old_one() -> None:
+    """Issue 33: a resumed run that ended COMPLETED and HEALTHY showed COMPLETED ·
+    DEGRADED in the panel, the old run's health (the new one never changed its own)."""
+    topic = run_topic("r")
+    old = _events(
+        topic,
+        RunStarted(total_steps=100),
+        RunStateChanged(RunState.RUNNING, RunState.PENDING),
+        HealthChanged(Health.DEGRADED, Health.HEALTHY, "2 of 3 workers"),
+        RecoveryCompleted("cpu2: worker lost", 0.06, 0, 3, 2),
+        RunStateChanged(RunState.FAILED, RunState.RUNNING, "cluster lost"),
+    )
+    resumed = _events(
+        topic,
+        RunStarted(total_steps=100),
+        RunStateChanged(RunState.RUNNING, RunState.PENDING),
+        RunProgress(step=100, total_steps=100, epoch=3, world_size=3, state="COMPLETED"),
+        RunStateChanged(RunState.COMPLETED, RunState.RUNNING, "100 steps"),
+    )
+    resumed = [dataclasses.replace(e, seq=e.seq + len(old)) for e in resumed]
+    view = _fold(old + resumed)
+    assert (view.state, view.health, view.step) == (RunState.COMPLETED, Health.HEALTHY, 100)
+    assert view.recoveries == ()  # the old run's, as Run.info() of the new one says
+
+
+def test_the_step_is_never_behind_the_checkpoint_it_committed() -> None:
+    """Issue 33: the panel showed ``step 59/256`` beside ``ckpt (step 80)``: progress
+    is published about once a second, a checkpoint as it commits. A roll-back then
+    takes the step back to where the run went."""
+    topic = run_topic("r")
+    view = _fold(
+        _events(
+            topic,
+            RunStarted(total_steps=256),
+            RunProgress(step=59, total_steps=256, epoch=0, world_size=3),
+            CheckpointCommitted(checkpoint_step=80, nbytes=1),
+        )
+    )
+    assert (view.step, view.checkpoint_step) == (80, 80)
+    later = _events(topic, RolledBack(from_step=90, to_step=80))
+    view = view.apply(dataclasses.replace(later[0], seq=4))
+    assert view.step == 80
+    view = view.apply(dataclasses.replace(_events(topic, RolledBack(95, 60))[0], seq=5))
+    assert (view.step, view.checkpoint_step) == (60, 80)

@@ -45,14 +45,28 @@ export function renderRuns(
 /** `data-state` / `data-health` of a run the journals gave no value for yet. */
 export const UNKNOWN = 'UNKNOWN';
 
+/**
+ * The state badge of a run whose cluster stopped before the run said it ended: its
+ * last state (RUNNING, say) is no longer true, and nothing trains or checkpoints.
+ */
+export const CLUSTER_GONE = 'CLUSTER GONE';
+
+/** What the state badge shows: the run's state, or that its cluster is gone. */
+export function shownState(run: RunModel): string {
+  if (run.cluster_gone) {
+    return CLUSTER_GONE;
+  }
+  return run.state ?? UNKNOWN;
+}
+
 /** One `.jp-ft-run`; its Dashboard button calls `openDashboard(run.name)`. */
 export function renderRun(
   run: RunModel,
   nowMs: number,
   openDashboard: (run: string) => void
 ): HTMLElement {
-  const state = run.state ?? UNKNOWN;
-  const health = run.health ?? UNKNOWN;
+  const state = shownState(run);
+  const health = run.cluster_gone ? 'LOST' : (run.health ?? UNKNOWN);
   return h(
     'section',
     {

@@ -18,6 +18,7 @@ from ft_notebook.events import (
     HealthChanged,
     RecoveryCompleted,
     RunProgress,
+    RunStarted,
     RunState,
     RunStateChanged,
     WorkerLost,
@@ -123,6 +124,36 @@ def test_a_run_event_of_another_version_is_skipped_not_fatal(isolated_data_dir: 
         f.write(json.dumps(line) + "\n")
     [run] = ResilienceManager().runs()
     assert (run.state, run.last_seq, run.recoveries) == (RunState.RUNNING, 2, ())
+
+
+def _a_run_on(cluster: str, address: str, run: str, *, end: RunState | None = None) -> None:
+    topic = run_topic(run)
+    publish(RunStarted(total_steps=50, cluster=cluster, scheduler=address), topic)
+    publish(RunStateChanged(RunState.RUNNING, RunState.PENDING), topic)
+    publish(CheckpointCommitted(checkpoint_step=20, nbytes=10), topic)
+    if end is not None:
+        publish(RunStateChanged(end, RunState.RUNNING), topic)
+
+
+def test_a_run_whose_cluster_is_gone_says_so(
+    isolated_data_dir: Path, register_cluster: Callable[..., Any]
+) -> None:
+    """Issue 33: after ``ft.down`` the panel kept a run RUNNING, and the status bar kept
+    counting its checkpoint's age. A run that never said it ended, on a registered
+    cluster that is no longer running, is ``cluster_gone``; one on a cluster of the same
+    name started since (another address) too."""
+    live = register_cluster("default")
+    _a_run_on("default", live.address, "on-live")
+    _a_run_on("default", "tls://127.0.0.1:9", "on-an-earlier-default")
+    _a_run_on("gone", "tls://127.0.0.1:8", "on-gone")
+    _a_run_on("gone", "tls://127.0.0.1:8", "ended-before", end=RunState.COMPLETED)
+    _a_run_on("", "tcp://10.0.0.1:8786", "on-an-outside-cluster")
+    runs = {r.name: r for r in ResilienceManager().runs()}
+    gone = {name for name, r in runs.items() if r.cluster_gone}
+    assert gone == {"on-an-earlier-default", "on-gone"}
+    assert runs["on-gone"].state is RunState.RUNNING  # the last word stays, marked
+    assert runs["on-gone"].to_json()["cluster"] == "gone"
+    assert runs["on-gone"].to_json()["cluster_gone"] is True
 
 
 def test_runs_skip_journal_files_with_unsafe_names(isolated_data_dir: Path) -> None:
