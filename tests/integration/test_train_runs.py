@@ -17,8 +17,10 @@ from distributed import Client, LocalCluster
 
 from ft_notebook.cluster.chaos import kill_worker
 from ft_notebook.config import reload_config
-from ft_notebook.events import history, run_topic
+from ft_notebook.events import Health, RunState, history, run_topic
 from ft_notebook.exceptions import NoWorkers, RunFailed, TrainingError
+from ft_notebook.runfold import RunView
+from ft_notebook.server._manager import ResilienceManager
 from ft_notebook.testing import poll_for, training_cluster
 from ft_notebook.testing.training import CountingModel, counting_problem
 from ft_notebook.train import attach, epoch_order, fit, runs
@@ -430,6 +432,27 @@ def test_resume_continues_from_the_newest_checkpoint_after_the_cluster_is_lost(
         assert info["state"] == "COMPLETED"
         assert (info["resumed_from"] or 0) >= 8
         assert bool((run.model().counts == 4).all())
+    _views_agree_with_the_run(unique_name, info)
+
+
+def _views_agree_with_the_run(name: str, info: dict[str, Any]) -> None:
+    """Issue 33: a resumed run that ended COMPLETED and HEALTHY showed COMPLETED ·
+    DEGRADED in the panel (the old run's health, which lost its workers as its cluster
+    closed). The journal's fold, which dashboards read, and the REST payload the panel
+    reads, say what ``run.info()`` says."""
+    events = history(run_topic(name))
+    starts = [i for i, e in enumerate(events) if e.kind == "run-started"]
+    assert len(starts) == 2, [e.kind for e in events]
+    old_run = functools.reduce(RunView.apply, events[: starts[1]], RunView())
+    assert old_run.state is RunState.CANCELLED  # it ended with its cluster, and said so
+    view = functools.reduce(RunView.apply, events, RunView())
+    [panel] = [r for r in ResilienceManager().runs() if r.name == name]
+    for seen in (view, panel):
+        assert (seen.state, seen.health) == (RunState(info["state"]), Health(info["health"]))
+        assert (seen.step, seen.checkpoint_step) == (info["step"], info["checkpoint"])
+        assert seen.world_size == info["world_size"]
+    assert view.recoveries == () and panel.recoveries == ()  # as info["recoveries"]
+    assert info["recoveries"] == []
 
 
 def test_a_resume_with_other_data_settings_is_refused(
