@@ -164,7 +164,9 @@ class NotebookSession:
         from ft_notebook.events import SnapshotCommitted, publish, session_topic
         from ft_notebook.session._outcomes import SnapshotInfo
 
-        announce = SnapshotCommitted(label, written, len(capture.entries), lost)
+        announce = SnapshotCommitted(
+            label, written, len(capture.entries), lost, notebook=self.notebook
+        )
         self._step = step
         if background:
             # bytes() copies: the writer must see the values as they are now

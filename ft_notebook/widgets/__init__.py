@@ -15,6 +15,7 @@ from typing import Any
 
 from ft_notebook.events import cluster_topic, run_topic, session_topic
 from ft_notebook.widgets._live import LiveDashboard
+from ft_notebook.widgets._notebook import kernel_notebook
 from ft_notebook.widgets._service import ServiceDashboard, ServiceState
 from ft_notebook.widgets._state import DashboardState, Tile
 
@@ -32,17 +33,22 @@ def dashboard(run: Any = None, *, client: Any = None, max_rate: float = 4.0) -> 
     """A live dashboard of ``run`` (a Run or a run name), or of the cluster.
 
     ``client`` is the Dask client the events come through (by default the run's, or
-    your default cluster's).
+    your default cluster's). Of the notebook snapshots it shows the newest of the
+    notebook it is shown in, and none in a kernel without ``%load_ext ft_notebook``.
     """
     name = getattr(run, "name", run)
     client = client or getattr(run, "client", None)
+    notebook = kernel_notebook()
+    # without a notebook of its own no snapshot is its to show: no journal to replay
+    snapshots = [session_topic()] if notebook else []
     if name is not None:
         return LiveDashboard(
-            [run_topic(str(name)), session_topic()],
+            [run_topic(str(name)), *snapshots],
             run=str(name),
             title=f"run {name}",
             via=client,
             max_rate=max_rate,
+            notebook=notebook,
         )
     from ft_notebook.cluster import cluster, status
     from ft_notebook.events import history
@@ -52,12 +58,13 @@ def dashboard(run: Any = None, *, client: Any = None, max_rate: float = 4.0) -> 
     # cluster's; the tiles start from the workers there are now
     past = history(cluster_topic())
     live = LiveDashboard(
-        [cluster_topic(), session_topic()],
+        [cluster_topic(), *snapshots],
         run=None,
         title="cluster",
         via=client,
         max_rate=max_rate,
         since={cluster_topic(): past[-1].seq if past else 0},
+        notebook=notebook,
     )
     rows = status(client)  # not under the lock: events arrive on the client's loop meanwhile
     with live._lock:

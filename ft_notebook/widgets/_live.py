@@ -28,8 +28,9 @@ class LiveDashboard:
         max_rate: float = 4.0,
         widgets: bool = True,
         since: dict[str, int] | None = None,
+        notebook: str | None = None,
     ) -> None:
-        self.state = DashboardState(run=run)
+        self.state = DashboardState(run=run, notebook=notebook)
         self._lock = threading.Lock()
         self._changed = threading.Event()
         self._closed = threading.Event()

@@ -6,7 +6,8 @@ journal in a new kernel gives the same state as following it live in the old one
 The run's state, health, progress, checkpoint and recoveries are a
 :class:`~ft_notebook.runfold.RunView` (the fold the coordinator and the JupyterLab
 panel read too); what only a dashboard shows is folded here: worker tiles, the loss
-series, chart markers, the checkpoint steps and the newest snapshot.
+series, chart markers, the checkpoint steps and the newest snapshot of the notebook
+the dashboard lives in (the session topic carries every notebook's snapshots).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class DashboardState:
     """Everything a dashboard shows. ``apply`` each event once, in order."""
 
     run: str | None = None
+    #: The key of the notebook whose snapshots this dashboard shows: the one its kernel
+    #: snapshots (``ShellSnapshots.key``); None in a kernel without an ft session,
+    #: which then shows none.
+    notebook: str | None = None
     tiles: dict[str, Tile] = field(default_factory=dict)
     loss: list[tuple[int, float]] = field(default_factory=list)
     markers: list[dict[str, Any]] = field(default_factory=list)
@@ -139,6 +144,8 @@ class DashboardState:
         seen (by topic and sequence number) are ignored."""
         if self.view.has_seen(event):
             return False
+        if event.kind == SnapshotCommitted.kind and not self._is_own_snapshot(event):
+            return False  # as if never delivered: replaying a journal skips it again
         self.view = self.view.apply(event)
         handler = _HANDLERS.get(event.kind)
         if handler is not None:
@@ -190,6 +197,12 @@ class DashboardState:
         step = int(d.get("checkpoint_step", e.step or 0))
         if step not in self.checkpoints:
             self.checkpoints.append(step)
+
+    def _is_own_snapshot(self, e: Event) -> bool:
+        # An event from before snapshots named their notebook ("") could be any
+        # notebook's: showing it risks the very mix-up this check exists to prevent.
+        notebook = e.data.get("notebook") or ""
+        return bool(self.notebook) and notebook == self.notebook
 
     def _on_snapshot_committed(self, e: Event, d: Any) -> None:
         self.snapshot = {

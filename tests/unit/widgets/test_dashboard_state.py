@@ -22,7 +22,7 @@ from ft_notebook.events import (
     session_topic,
 )
 from ft_notebook.testing import poll_for
-from ft_notebook.widgets import DashboardState, dashboard
+from ft_notebook.widgets import DashboardState, LiveDashboard
 
 pytestmark = pytest.mark.unit
 
@@ -143,13 +143,69 @@ def test_an_unknown_kind_changes_nothing() -> None:
     assert state.version == 0
 
 
+def _snapshot_event(seq: int, name: str, **data: object) -> Event:
+    """A snapshot-committed event as a journal holds it (``data`` as written then)."""
+    data = {"name": name, "nbytes": 8_000_000, "variables": 3, "lost": [], **data}
+    return Event(topic=session_topic(), kind=SnapshotCommitted.kind, seq=seq, data=data)
+
+
+def test_a_dashboard_shows_the_snapshots_of_its_own_notebook_only(
+    isolated_data_dir: Path, unique_name: str
+) -> None:
+    mine, theirs = f"{unique_name}-mine", f"{unique_name}-theirs"
+    topic = session_topic()
+    publish(SnapshotCommitted("before", 1024, 2, notebook=mine), topic)
+    publish(SnapshotCommitted("latest", 2048, 5, ("gen",), notebook=mine), topic)
+    publish(SnapshotCommitted("latest", 7_969_178, 40, notebook=theirs), topic)  # newest
+    state = DashboardState(run=unique_name, notebook=mine)
+    changed = [state.apply(e) for e in history(topic)]
+    assert changed == [True, True, False]  # the other notebook's changed nothing
+    assert state.snapshot_line().startswith("last snapshot 'latest' ")
+    assert ", 2.0 KB, 5 variables, lost: gen" in state.snapshot_line()
+    assert "7.6 MB" not in state.text()
+    # a dashboard of the other notebook, over the same journal, sees the other way round
+    other = DashboardState(run=unique_name, notebook=theirs)
+    for e in history(topic):
+        other.apply(e)
+    assert ", 7.6 MB, 40 variables" in other.snapshot_line()
+
+
+def test_a_dashboard_without_a_notebook_session_shows_no_snapshot() -> None:
+    state = DashboardState(run="r")  # a kernel with no ``%load_ext ft_notebook``
+    events = [
+        _snapshot_event(1, "latest", notebook="analysis-1a2b3c4d"),
+        _snapshot_event(2, "latest"),  # from a journal before notebooks were named
+    ]
+    assert [state.apply(e) for e in events] == [False, False]
+    assert state.snapshot is None
+    assert state.snapshot_line() == ""
+    assert "snapshot" not in state.text()
+    assert "snapshot" not in state.html()
+
+
+def test_a_snapshot_event_that_names_no_notebook_is_not_shown() -> None:
+    # from before snapshots named their notebook: it may be any notebook's
+    state = DashboardState(run="r", notebook="analysis-1a2b3c4d")
+    assert not state.apply(_snapshot_event(1, "latest"))
+    assert state.snapshot_line() == ""
+    assert state.apply(_snapshot_event(2, "latest", notebook="analysis-1a2b3c4d"))
+    assert state.snapshot_line().startswith("last snapshot 'latest' ")
+
+
 def test_a_live_dashboard_follows_events_and_renders_at_a_bounded_rate(
     isolated_data_dir: Path, unique_name: str
 ) -> None:
-    live = dashboard(unique_name, max_rate=4.0)
+    live = LiveDashboard(
+        [run_topic(unique_name), session_topic()],
+        run=unique_name,
+        title=f"run {unique_name}",
+        max_rate=4.0,
+        notebook="nb-1a2b3c4d",
+    )
     try:
         _a_run_with_a_failure(unique_name)
-        publish(SnapshotCommitted("nb", 2048, 5, ("gen",)), session_topic())
+        publish(SnapshotCommitted("nb", 2048, 5, ("gen",), notebook="nb-1a2b3c4d"), session_topic())
+        publish(SnapshotCommitted("other", 4096, 9, notebook="other-4d3c2b1a"), session_topic())
         poll_for(
             lambda: live.view.badge.value.count('data-health="HEALTHY"') and live.state.snapshot,
             timeout=10,
@@ -164,6 +220,7 @@ def test_a_live_dashboard_follows_events_and_renders_at_a_bounded_rate(
         assert [t for t in live.view.tile_views] == ["a", "b", "c"]
         assert 'data-state="TRAINING"' in live.view.tile_views["c"].value
         assert "lost: gen" in live.view.snapshot.value
+        assert "other" not in live.view.snapshot.value
         assert live.renders <= 6  # 12 events, at most 4 renders a second, plus the first
         bundle = live._repr_mimebundle_()
         assert "application/vnd.jupyter.widget-view+json" in bundle
