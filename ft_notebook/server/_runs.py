@@ -74,7 +74,8 @@ class RunJournals:
         """The runs journaled in ``folder``; ``running``: cluster name -> address of
         the user's running clusters, to tell which runs lost theirs."""
         with self._lock:
-            folds = [f for path in sorted(folder.glob(f"{RUN_PREFIX}*.jsonl")) if (f := self._one(path))]
+            paths = sorted(folder.glob(f"{RUN_PREFIX}*.jsonl"))
+            folds = [fold for path in paths if (fold := self._one(path))]
         return [f.model(running) for f in folds]
 
     def _one(self, path: Path) -> RunFold | None:

@@ -29,11 +29,9 @@ class Run:
         *,
         model_factory: Callable[[], Any] | None = None,
         store_url: str | None = None,
-        batch_size: int | None = None,
     ) -> None:
         self.client, self.name = client, name
         self._factory, self._store_url = model_factory, store_url
-        self._batch_size = batch_size
         self._info: dict[str, Any] = {}
 
     def info(self) -> dict[str, Any]:
@@ -67,32 +65,40 @@ class Run:
     def recoveries(self) -> list[dict[str, Any]]:
         return list(self.info()["recoveries"])
 
-    def wait(
-        self, timeout: float | None = None, *, poll_s: float = 0.1, progress: bool = True
-    ) -> Run:
+    def wait(self, timeout: float | None = None, *, progress: bool = True) -> Run:
         """Block until the run ends; raise RunFailed if it failed.
 
         ``progress`` shows step, epoch, loss, samples/s, ETA, world size and
-        recoveries while it waits: a widget in a notebook, a line on a terminal.
+        recoveries while it waits: a widget in a notebook, a line on a terminal. It
+        follows the run's events (see :mod:`._follow`), not its whole record.
         """
+        from ft_notebook.train._follow import CHECK_S, LAST_EVENTS_S, RunFollower
         from ft_notebook.train._progress import Progress
+        from ft_notebook.train._remote import run_state
 
         deadline = None if timeout is None else time.monotonic() + timeout
-        bar = Progress(self.name, self._batch_size) if progress else None
+        bar = Progress(self.name) if progress else None
+        follower = RunFollower(self.name, self.client)
+        next_check, ended_at = time.monotonic(), None  # when the coordinator said it ended
         try:
-            while True:
-                info = self.info()
-                state = RunState(info["state"])
+            while not follower.ended:
+                view = follower.view
                 if bar is not None:
-                    bar.update(info, final=state.finished)
-                if state.finished:
-                    break
-                if deadline is not None and time.monotonic() > deadline:
+                    bar.update(view)
+                now = time.monotonic()
+                if ended_at is None and now >= next_check:
+                    next_check = now + CHECK_S
+                    state = RunState(self.client.run_on_scheduler(run_state, name=self.name))
+                    ended_at = now if state.finished else None
+                if ended_at is not None and now - ended_at > LAST_EVENTS_S:
+                    break  # its events do not reach this kernel (no journal here)
+                if deadline is not None and now > deadline:
                     raise TimeoutError(
-                        f"Run {self.name!r} is still {state.value} at step {info['step']} "
+                        f"Run {self.name!r} is still {_state(view)} at step {view.step or 0} "
                         f"after {timeout:g} s; it goes on. run.wait() again, or run.cancel()."
                     )
-                time.sleep(poll_s)
+                left = 0.25 if deadline is None else max(0.0, min(0.25, deadline - now))
+                follower.wait_for_change(left)
         except KeyboardInterrupt:
             print(
                 f"Stopped waiting; run {self.name!r} goes on in the cluster. "
@@ -100,7 +106,12 @@ class Run:
                 file=sys.stderr,
             )
             raise
-        if state is RunState.FAILED:
+        finally:
+            follower.close()
+        if bar is not None:
+            bar.update(follower.view, final=True)
+        info = self.info()  # once: the errors of a failure, and the handle's repr
+        if info["state"] == RunState.FAILED.value:
             raise RunFailed(_failure_message(info))
         return self
 
@@ -186,6 +197,10 @@ class Run:
             except Exception:
                 return f"<Run {self.name!r}>"
         return format_run(info)
+
+
+def _state(view: Any) -> str:
+    return view.state.value if view.state is not None else "starting"
 
 
 def format_run(info: dict[str, Any]) -> str:

@@ -3,8 +3,9 @@ ETA, world size and recoveries.
 
 In a notebook kernel it is an ipywidgets progress bar updated in place; on a terminal
 one line redrawn with a carriage return; anywhere else (a log file, a pipe) nothing.
-The rate is measured here, from the steps the run's record reports between polls, so
-it is the run's, whichever kernel watches it.
+It shows the run's :class:`~ft_notebook.runfold.RunView`, the fold of its events that
+the dashboards and the JupyterLab panel show too; the rate and the ETA are the ones
+the run published (measured once, by the run), whichever kernel watches it.
 """
 
 from __future__ import annotations
@@ -13,33 +14,29 @@ import sys
 import time
 from typing import Any, TextIO
 
+from ft_notebook.runfold import RunView
+
 #: At most this many redraws a second: a fast run must not flood the front end.
 _REDRAWS_PER_S = 4.0
 
 
-def progress_line(info: dict[str, Any], steps_per_s: float | None, batch_size: int | None) -> str:
+def progress_line(view: RunView) -> str:
     """``step 120/256 · epoch 1 · loss 0.4231 · 3,072 samples/s · ETA 4 s · 3 workers``."""
-    total = info.get("total_steps") or 0
-    parts = [f"step {info['step']}/{total or '?'}", f"epoch {info.get('epoch', 0)}"]
-    loss = info.get("loss")
-    if isinstance(loss, (int, float)):
-        parts.append(f"loss {loss:.4g}")
-    if steps_per_s:
-        rate = (
-            f"{steps_per_s * batch_size:,.0f} samples/s"
-            if batch_size
-            else f"{steps_per_s:.1f} steps/s"
-        )
-        parts.append(rate)
-        if total and total > info["step"]:
-            parts.append(f"ETA {_duration((total - info['step']) / steps_per_s)}")
-    parts.append(f"{info.get('world_size', 0)} workers")
-    recoveries = len(info.get("recoveries") or ())
+    step, total = view.step or 0, view.total_steps or 0
+    parts = [f"step {step}/{total or '?'}", f"epoch {view.epoch or 0}"]
+    if view.loss is not None:
+        parts.append(f"loss {view.loss:.4g}")
+    if view.samples_per_s:
+        parts.append(f"{view.samples_per_s:,.0f} samples/s")
+    finished = view.state is not None and view.state.finished
+    if view.eta_s is not None and not finished and total > step:
+        parts.append(f"ETA {_duration(view.eta_s)}")
+    parts.append(f"{view.world_size or 0} workers")
+    recoveries = len(view.recoveries)
     if recoveries:
         parts.append(f"{recoveries} recover{'y' if recoveries == 1 else 'ies'}")
-    state = info.get("state", "")
-    if state not in ("RUNNING", "", None):
-        parts.append(str(state))
+    if view.state is not None and view.state.value != "RUNNING":
+        parts.append(view.state.value)
     return " · ".join(parts)
 
 
@@ -52,41 +49,35 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    """A progress display for one wait; ``update`` it with ``run.info()`` each poll."""
+    """A progress display for one wait; ``update`` it with the run's view."""
 
-    def __init__(self, name: str, batch_size: int | None = None, out: TextIO | None = None) -> None:
-        self.name, self.batch_size = name, batch_size
+    def __init__(self, name: str, out: TextIO | None = None) -> None:
+        self.name = name
         self.out = out or sys.stderr
         self.kind = "widget" if _in_kernel() else ("text" if _is_terminal(self.out) else "none")
         self._widget: Any = None
         self._last_draw = 0.0
-        self._rate: tuple[float, int] | None = None  # (time, step) of the first poll
-        self.steps_per_s: float | None = None
         self.lines = 0  # redraws so far
 
-    def update(self, info: dict[str, Any], *, final: bool = False) -> None:
+    def update(self, view: RunView, *, final: bool = False) -> None:
         now = time.monotonic()
-        if self._rate is None:
-            self._rate = (now, int(info["step"]))
-        elif now > self._rate[0] and info["step"] > self._rate[1]:
-            self.steps_per_s = (info["step"] - self._rate[1]) / (now - self._rate[0])
         if not final and now - self._last_draw < 1 / _REDRAWS_PER_S:
             return
         self._last_draw = now
-        line = f"{self.name}: {progress_line(info, self.steps_per_s, self.batch_size)}"
+        line = f"{self.name}: {progress_line(view)}"
         self.lines += 1
         if self.kind == "widget":
-            self._draw_widget(info, line)
+            self._draw_widget(view, line)
         elif self.kind == "text":
             end = "\n" if final else ""
             self.out.write(f"\r{line}\x1b[K{end}")
             self.out.flush()
 
-    def _draw_widget(self, info: dict[str, Any], line: str) -> None:
+    def _draw_widget(self, view: RunView, line: str) -> None:
         import ipywidgets  # type: ignore[import-untyped]
         from IPython.display import display
 
-        total = int(info.get("total_steps") or 0)
+        total = int(view.total_steps or 0)
         if self._widget is None:
             bar = ipywidgets.IntProgress(min=0, max=max(total, 1), value=0)
             label = ipywidgets.Label(value="")
@@ -94,8 +85,9 @@ class Progress:
             display(ipywidgets.HBox([bar, label]))
         bar, label = self._widget
         bar.max = max(total, 1)
-        bar.value = min(int(info["step"]), bar.max)
-        bar.bar_style = {"COMPLETED": "success", "FAILED": "danger"}.get(str(info.get("state")), "")
+        bar.value = min(int(view.step or 0), bar.max)
+        state = view.state.value if view.state is not None else ""
+        bar.bar_style = {"COMPLETED": "success", "FAILED": "danger"}.get(state, "")
         label.value = line
 
 

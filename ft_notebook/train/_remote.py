@@ -17,6 +17,14 @@ def run_info(name: str, dask_scheduler: Any = None) -> dict[str, Any]:
     return coordinator(dask_scheduler).info(name)
 
 
+def run_state(name: str, dask_scheduler: Any = None) -> str:
+    """The run's state alone: what ``Run.wait()`` checks between events (a few bytes,
+    where ``run_info`` is the whole record)."""
+    from ft_notebook.train._coordinator import coordinator
+
+    return coordinator(dask_scheduler)._get(name).state.value
+
+
 def cancel_run(name: str, dask_scheduler: Any = None) -> dict[str, Any]:
     from ft_notebook.train._coordinator import coordinator
 

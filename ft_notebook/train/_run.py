@@ -182,7 +182,7 @@ def fit(
 
     client.register_plugin(RunCoordinator())
     client.run_on_scheduler(submit_run, name=name, spec=payload, options=options)
-    run = Run(client, name, model_factory=model, store_url=spec.store_url, batch_size=batch_size)
+    run = Run(client, name, model_factory=model, store_url=spec.store_url)
     if wait:
         run.wait(timeout=timeout)
     return run

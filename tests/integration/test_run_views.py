@@ -53,7 +53,8 @@ def test_a_run_is_healthy_from_its_start_and_ends_with_its_cluster(
         running = _panel(unique_name)
         assert (running.state, running.health) == (RunState.RUNNING, Health.HEALTHY)
         assert (running.cluster, running.cluster_gone) == (cluster, False)
-        assert running.step is not None and running.checkpoint_step is not None
+        assert running.step is not None
+        assert running.checkpoint_step is not None
         assert running.step >= running.checkpoint_step
         assert down(cluster)
     ended = _panel(unique_name)

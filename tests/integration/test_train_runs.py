@@ -451,8 +451,41 @@ def _views_agree_with_the_run(name: str, info: dict[str, Any]) -> None:
         assert (seen.state, seen.health) == (RunState(info["state"]), Health(info["health"]))
         assert (seen.step, seen.checkpoint_step) == (info["step"], info["checkpoint"])
         assert seen.world_size == info["world_size"]
-    assert view.recoveries == () and panel.recoveries == ()  # as info["recoveries"]
+    assert view.recoveries == ()
+    assert panel.recoveries == ()
     assert info["recoveries"] == []
+
+
+def test_wait_follows_the_events_and_asks_for_the_record_once(
+    client: Client, tmp_path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: ``wait()`` pulled the whole record (119 KB once the history is full)
+    ten times a second. It follows the run's events now: the record once at the end,
+    the state alone every few seconds."""
+    from ft_notebook.train import _follow
+
+    run = fit(
+        epochs=2,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        wait=False,
+        **counting_problem(delay_s=0.02),
+    )
+    asked: list[str] = []
+    real = client.run_on_scheduler
+
+    def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(fn.__name__)
+        return real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(client, "run_on_scheduler", counted)
+    started = time.monotonic()
+    run.wait(timeout=120, progress=False)
+    waited = time.monotonic() - started
+    assert asked.count("run_info") == 1, asked  # the end: errors, and the final record
+    assert asked.count("run_state") <= waited / _follow.CHECK_S + 1, (asked, waited)
+    assert run.status.value == "COMPLETED"
 
 
 def test_a_resume_with_other_data_settings_is_refused(
