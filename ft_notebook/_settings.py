@@ -3,6 +3,11 @@
 Kept apart from the reading and validation in :mod:`ft_notebook.config`, and loaded by
 the first ``get_config()``: a notebook restore needs only the data folder, and these
 classes cost it 4 ms to create.
+
+No field here has a default: ``ft_notebook.yaml`` (checked by its schema) is the one
+place a default is written, and :func:`~ft_notebook.config.load_config` fills every
+field from it, so a value changed there cannot be shadowed by a second copy here (a
+unit test refuses a field default).
 """
 
 from __future__ import annotations
@@ -25,27 +30,27 @@ class ClusterConfig:
     heartbeat_interval_s: float
     idle_timeout_s: float
     interface: str | None
-    hung_after_s: float = 2.0
+    hung_after_s: float
     #: CPU worker processes; None means "auto" (fits the cores).
-    workers: int | None = None
+    workers: int | None
     #: "auto", "none", "all", or GPU indices / UUIDs as strings.
-    gpus: str | tuple[str, ...] = "auto"
-    port: int = 0
+    gpus: str | tuple[str, ...]
+    #: 0: a free port.
+    port: int
     #: None: no dashboard; 0: a free port.
-    dashboard_port: int | None = 0
-    start_timeout_s: float = 120.0
-    connect_timeout_s: float = 15.0
+    dashboard_port: int | None
+    start_timeout_s: float
+    connect_timeout_s: float
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """``ft-notebook.train``: the settings of ``ft.fit`` (see ``ft_notebook.yaml``).
 
-    No defaults here: the YAML file is the one place they are written. ``fit`` takes
-    every argument left out (None) from this object, read in the calling kernel, and
-    the run's spec and options then carry the values themselves. The field names are
-    those of :class:`~ft_notebook.train._spec.FitSpec` and
-    :class:`~ft_notebook.train._record.Options`, which take their defaults from here.
+    ``fit`` takes every argument left out (None) from this object, read in the calling
+    kernel, and the run's spec and options then carry the values themselves. The field
+    names are those of :class:`~ft_notebook.train.spec.FitSpec` and
+    :class:`~ft_notebook.train.spec.RunOptions`, which take their defaults from here.
     """
 
     checkpoint_every: int
@@ -86,17 +91,17 @@ class TrainConfig:
 class ServeConfig:
     """``ft-notebook.serve``: routing, health checks and limits of ``ft.serve``."""
 
-    health_interval_s: float = 0.2
-    health_timeout_s: float = 0.5
-    deadline_s: float = 10.0
-    retries: int = 2
-    retry_budget: float = 0.2
-    hedge_budget: float = 0.05
-    hedge_after_min_s: float = 0.005
-    breaker_failures: int = 3
-    breaker_open_s: float = 1.0
-    max_queue: int = 256
-    warmup_timeout_s: float = 300.0
+    health_interval_s: float
+    health_timeout_s: float
+    deadline_s: float
+    retries: int
+    retry_budget: float
+    hedge_budget: float
+    hedge_after_min_s: float
+    breaker_failures: int
+    breaker_open_s: float
+    max_queue: int
+    warmup_timeout_s: float
 
 
 @dataclass(frozen=True)
@@ -115,4 +120,4 @@ class FTConfig:
     cluster: ClusterConfig
     server: ServerConfig
     train: TrainConfig
-    serve: ServeConfig = ServeConfig()
+    serve: ServeConfig

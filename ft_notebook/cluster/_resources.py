@@ -70,10 +70,6 @@ class WorkerPlan:
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         }
 
-    def worker_env(self, slot: WorkerSlot) -> dict[str, str]:
-        """Environment of one worker process: its GPU only, or none at all."""
-        return {"CUDA_VISIBLE_DEVICES": slot.gpu.uuid if slot.gpu is not None else ""}
-
 
 def usable_cores() -> int:
     try:

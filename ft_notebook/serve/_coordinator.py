@@ -153,17 +153,19 @@ class ServiceCoordinator(SchedulerPlugin):
         name: str,
         factory: bytes,
         replicas: int,
+        routing: dict[str, Any],
         example: bytes | None = None,
         fallback: bytes | None = None,
-        routing: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """Start service ``name``; ``routing`` is every ``ServeConfig`` setting, as the
+        calling kernel resolved them."""
         if name in self.services:
             raise ServeError(
                 f"A service named {name!r} already runs on this cluster. Attach to it with "
                 f"ft.service({name!r}), close it with ft.service({name!r}).close(), or pick "
                 f"another name."
             )
-        service = Service(name, factory, example, fallback, replicas, dict(routing or {}))
+        service = Service(name, factory, example, fallback, replicas, dict(routing))
         service.slots = {i: Slot(i) for i in range(replicas)}
         service.per_worker = max(1, math.ceil(replicas / max(1, len(self.scheduler.workers))))
         self.services[name] = service
@@ -266,7 +268,9 @@ class ServiceCoordinator(SchedulerPlugin):
 
     async def _start(self, service: Service, slot: Slot, incarnation: str) -> None:
         key, address = f"{service.name}/{slot.index}", slot.address
-        warmup = float(service.routing.get("warmup_timeout_s", 300.0))
+        # the kernel's settings, whole (serve() sends them): the scheduler's own
+        # configuration plays no part, and no default is repeated here
+        warmup = float(service.routing["warmup_timeout_s"])
         deadline = time.time() + warmup
         try:
             rpc = self.scheduler.rpc(address)

@@ -93,7 +93,7 @@ def serve(
     )
     svc = Service(client, name, settings, fallback, int(table["wanted"]))
     if wait:
-        svc.wait_ready(timeout=settings.warmup_timeout_s)
+        svc.wait_ready()
     return svc
 
 
@@ -195,8 +195,14 @@ class Service:
             raise ServeError(f"replicas must be a positive int, got {replicas!r}.")
         return self._ask("scale", replicas=replicas)
 
-    def wait_ready(self, replicas: int | None = None, timeout: float = 300.0) -> Service:
-        """Block until ``replicas`` (all by default) are ready and in this router."""
+    def wait_ready(self, replicas: int | None = None, timeout: float | None = None) -> Service:
+        """Block until ``replicas`` (all by default) are ready and in this router.
+
+        ``timeout`` None: the service's ``warmup_timeout_s`` (``serve``'s option, else
+        ``ft-notebook.serve.warmup-timeout``), as long as a replica may take to warm up.
+        """
+        if timeout is None:
+            timeout = float(self.settings.warmup_timeout_s)
         deadline = time.monotonic() + timeout
         while True:
             table = self.table()

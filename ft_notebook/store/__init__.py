@@ -21,9 +21,10 @@ other fsspec URL, it guarantees:
 - **retention** keeps the newest ``keep`` checkpoints that verify, plus pinned ones; a
   failed or damaged newer checkpoint never costs an older good one.
 
-Writing lives in :mod:`._saving` (its writer thread, staging buffers and tensor
-encoders load with the first save); layout and the commit protocol:
-:mod:`._location`, :mod:`._local`, :mod:`._fsspec`.
+Writing is done by the :class:`~._saving.Saver` each store holds (its writer thread,
+staging buffers and tensor encoders load with the first save); reading over the
+replicas by :mod:`._replicated`; layout and the commit protocol: :mod:`._location`,
+:mod:`._local`, :mod:`._fsspec`.
 """
 
 from __future__ import annotations
@@ -32,38 +33,41 @@ import builtins
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from ft_notebook.exceptions import CheckpointCorrupt, CheckpointNotFound, StoreError
 from ft_notebook.store import _errors
 from ft_notebook.store._backends import open_location
 from ft_notebook.store._codec import PACK_BELOW
-from ft_notebook.store._location import Location, checked_step, run_name
+from ft_notebook.store._location import checked_step, run_name
 from ft_notebook.store._maintenance import Retention, collect, delete
 from ft_notebook.store._raw import RawCheckpoint, open_first
-from ft_notebook.store._reader import Damaged, describe, load_from, read_files, read_manifest
-from ft_notebook.store._saving import Saving
+from ft_notebook.store._reader import Damaged, describe, read_files, read_manifest
+from ft_notebook.store._replicated import each, first_verifying, steps_newest_first
+from ft_notebook.store._saving import Saver
 from ft_notebook.store._types import Checkpoint, CheckpointInfo
 
 if TYPE_CHECKING:
     from ft_notebook.events import EventPayload
     from ft_notebook.store._async import SaveHandle, SaveState
+    from ft_notebook.store._codec import Buffer
+    from ft_notebook.store._staging import StagingPool
 
 __all__ = ["Checkpoint", "CheckpointInfo", "CheckpointStore", "SaveHandle", "SaveState"]
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
-class CheckpointStore(Saving):
+class CheckpointStore:
     """Checkpoints of runs at ``url``, committed to each of ``replicas`` too.
 
     Args:
         url: a folder, ``file://...``, ``memory://...`` or any fsspec URL.
         keep: how many verified checkpoints of each run retention keeps (pinned ones
-            come on top); None keeps all.
+            come on top); None keeps all. Left out (``"config"``), the setting
+            ``ft-notebook.train.store-keep``, read when the store is built.
         replicas: more locations; every checkpoint is committed to each, and a read
             falls back to any that verifies.
         trust: allow pickled data (notebook snapshots) at non-local locations, whose
@@ -79,7 +83,7 @@ class CheckpointStore(Saving):
     def __init__(
         self,
         url: str | os.PathLike[str],
-        keep: int | None = 3,
+        keep: int | Literal["config"] | None = "config",
         replicas: Sequence[str | os.PathLike[str]] = (),
         *,
         trust: bool = False,
@@ -87,19 +91,22 @@ class CheckpointStore(Saving):
         publish_events: bool = True,
         pack_below: int = PACK_BELOW,
     ) -> None:
+        if keep == "config":
+            from ft_notebook.config import get_config
+
+            keep = get_config().train.store_keep
         if keep is not None and (type(keep) is not int or keep < 1):
-            raise StoreError(f"keep must be a positive int or None (keep all), got {keep!r}.")
+            raise StoreError(
+                f"keep must be a positive int or None (keep all), got {keep!r}; leave it "
+                f"out for the setting ft-notebook.train.store-keep."
+            )
         if isinstance(replicas, (str, os.PathLike)):
             replicas = [replicas]
         self.keep = keep
         self._retention = Retention(keep)
         self._locations = [open_location(u, trust, storage_options or {}) for u in (url, *replicas)]
         self._publish_events = publish_events
-        self._pack_below = pack_below
-        # made by the first save that needs them (see _saving)
-        self._making = threading.Lock()
-        self._writer_made = None
-        self._staging_made = None
+        self._saving = Saver(self._locations, self._retention, pack_below, self._publish)
 
     @property
     def url(self) -> str:
@@ -120,6 +127,104 @@ class CheckpointStore(Saving):
     ) -> None:
         self.close()
 
+    # -- writing (the store's Saver does it) ----------------------------------------
+
+    def save(
+        self,
+        run: str,
+        step: int,
+        state: Mapping[str, Any],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        pin: bool = False,
+        allow_pickle: bool = False,
+    ) -> CheckpointInfo:
+        """Commit ``state`` as checkpoint ``step`` of ``run`` at every location.
+
+        ``state`` is a dict of tensors, NumPy arrays and plain values, nested in dicts,
+        lists and tuples; ``metadata`` holds plain values (epoch, data cursor).
+        ``pin=True`` exempts it from retention. ``allow_pickle=True`` stores other
+        objects with pickle (notebook snapshots; private local folders only).
+
+        Raises:
+            UnsafeName: ``run`` cannot be a folder name.
+            StoreError: a value cannot be stored (the message names it), the step is
+                already committed, or writing failed (path, errno, what to do).
+            StoreUnsafe: pickle at a location others can write to.
+        """
+        return self._saving.save(run, step, state, metadata, pin=pin, allow_pickle=allow_pickle)
+
+    def save_async(
+        self,
+        run: str,
+        step: int,
+        state: Mapping[str, Any],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        pin: bool = False,
+        allow_pickle: bool = False,
+    ) -> SaveHandle:
+        """Like :meth:`save`, but return once ``state`` is copied to host memory.
+
+        A background thread writes and commits it; the handle tells when, and how
+        long the caller was blocked (``stall_s``). Per run, one save is written at a
+        time and a queued one is superseded by a newer one. Errors in ``state`` raise
+        here; errors of the write are on the handle.
+        """
+        return self._saving.save_async(
+            run, step, state, metadata, pin=pin, allow_pickle=allow_pickle
+        )
+
+    def warm(self, state: Mapping[str, Any]) -> threading.Thread:
+        """Prepare, on a background thread, the host memory ``save_async`` of a state
+        shaped like ``state`` will copy into (its tensors are not read).
+
+        Call it once the state has its final shapes (a model and optimizer after their
+        first step): the first ``save_async`` then holds the caller up only for the
+        copy, not for making and faulting in fresh (or pinned) memory. Returns the
+        thread, for whoever wants to wait for it.
+        """
+        return self._saving.warm(state)
+
+    def save_raw(
+        self,
+        run: str,
+        step: int,
+        state: Mapping[str, Any],
+        blobs: Mapping[str, Buffer],
+        reuse: Mapping[str, int] | None = None,
+        *,
+        pin: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CheckpointInfo:
+        """Commit a checkpoint of blobs the caller named by their xxh3-128 (see
+        :mod:`._raw`): ``blobs`` are new, ``reuse`` (key -> size) were written before.
+        ``state`` (plain values) describes them; ``metadata`` is what :meth:`list`
+        shows without reading the state. Notebook snapshots use this.
+
+        Raises:
+            StoreError: a key is malformed, a reused blob is missing, writing failed.
+            StoreUnsafe: pickles (``.pkl``) at a location others can write to.
+        """
+        return self._saving.save_raw(run, step, state, blobs, reuse, pin=pin, metadata=metadata)
+
+    def pending(self) -> builtins.list[SaveHandle]:
+        """Asynchronous saves being written or queued."""
+        return self._saving.pending()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until no asynchronous save is left; False if ``timeout`` ran out."""
+        return self._saving.flush(timeout)
+
+    def close(self) -> None:
+        """Finish every asynchronous save and free the buffers kept for the next."""
+        self._saving.close()
+
+    @property
+    def _staging(self) -> StagingPool:
+        # the saver's host buffers, for the tests that look into them
+        return self._saving.staging
+
     # -- reading ---------------------------------------------------------------------
 
     def load(self, run: str, step: int | None = None, *, allow_pickle: bool = False) -> Checkpoint:
@@ -138,15 +243,15 @@ class CheckpointStore(Saving):
         run = run_name(run)
         if step is not None:
             step = checked_step(step)
-            found, reasons = self._try_step(run, step, allow_pickle)
+            found, reasons = first_verifying(self._locations, run, step, allow_pickle)
             if found is not None:
                 return found
             if reasons:
                 raise _errors.step_corrupt(run, step, reasons)
             raise self._not_found(run, step)
         skipped: list[tuple[int, str]] = []
-        for s in self._steps(run):
-            found, reasons = self._try_step(run, s, allow_pickle)
+        for s in steps_newest_first(self._locations, run):
+            found, reasons = first_verifying(self._locations, run, s, allow_pickle)
             if found is not None:
                 self._skipped(run, skipped, found.step)
                 return found
@@ -168,7 +273,9 @@ class CheckpointStore(Saving):
             StoreUnsafe: it holds pickles and a location others can write to.
         """
         run = run_name(run)
-        steps = [checked_step(step)] if step is not None else self._steps(run)
+        steps = (
+            [checked_step(step)] if step is not None else steps_newest_first(self._locations, run)
+        )
         found = open_first(self._locations, run, steps, allow_pickle=allow_pickle)
         if found is None:
             raise self._not_found(run, step)
@@ -204,7 +311,7 @@ class CheckpointStore(Saving):
         """The newest checkpoint of ``run`` that verifies (its data is read and
         checked), or None if there is none."""
         run = run_name(run)
-        for step in self._steps(run):
+        for step in steps_newest_first(self._locations, run):
             try:
                 return self.verify(run, step)
             except (CheckpointNotFound, CheckpointCorrupt):
@@ -216,7 +323,7 @@ class CheckpointStore(Saving):
         first. Their data is not read: :meth:`verify` does that."""
         run = run_name(run)
         found: dict[int, CheckpointInfo] = {}
-        for loc, steps in self._each(f"list run {run!r}", lambda loc: loc.steps(run)):
+        for loc, steps in each(self._locations, f"list run {run!r}", lambda loc: loc.steps(run)):
             for step in set(steps) - set(found):
                 try:
                     found[step] = describe(read_manifest(loc, run, step), loc.url)
@@ -227,7 +334,11 @@ class CheckpointStore(Saving):
     def runs(self) -> builtins.list[str]:
         """Names of the runs that have a folder at any location."""
         return sorted(
-            {r for _, runs in self._each("list runs", lambda loc: loc.runs()) for r in runs}
+            {
+                r
+                for _, runs in each(self._locations, "list runs", lambda loc: loc.runs())
+                for r in runs
+            }
         )
 
     # -- deleting --------------------------------------------------------------------
@@ -257,27 +368,6 @@ class CheckpointStore(Saving):
 
     # -- internals -------------------------------------------------------------------
 
-    def _try_step(
-        self, run: str, step: int, allow_pickle: bool
-    ) -> tuple[Checkpoint | None, builtins.list[str]]:
-        """The first verifying copy of ``run``/``step``, and why the ones before it
-        failed; (None, []) if no location has it."""
-        reasons: list[str] = []
-        for loc in self._locations:
-            try:
-                found = load_from(loc, run, step, allow_pickle=allow_pickle)
-            except FileNotFoundError:
-                continue
-            except Damaged as e:
-                reasons.append(f"{loc.url}: {e}" if len(self._locations) > 1 else str(e))
-                continue
-            if reasons:
-                logger.warning(
-                    "run %r step %d read from %s: %s", run, step, loc.url, "; ".join(reasons)
-                )
-            return found, reasons
-        return None, reasons
-
     def _skipped(self, run: str, skipped: Sequence[tuple[int, str]], used: int | None) -> None:
         from ft_notebook.events import CheckpointSkipped
 
@@ -298,27 +388,6 @@ class CheckpointStore(Saving):
             logger.warning(
                 "could not publish %s for run %r step %d: %s", payload.kind, run, step, e
             )
-
-    def _steps(self, run: str) -> builtins.list[int]:
-        listed = self._each(f"list run {run!r}", lambda loc: loc.steps(run))
-        return sorted({s for _, steps in listed for s in steps}, reverse=True)
-
-    def _each(self, what: str, fn: Callable[[Location], T]) -> builtins.list[tuple[Location, T]]:
-        """``fn`` of every location that answers; StoreError if none does."""
-        out, failed = [], []
-        for loc in self._locations:
-            try:
-                out.append((loc, fn(loc)))
-            except OSError as e:
-                failed.append(f"{loc.url}: {e}")
-        if failed and not out:
-            raise StoreError(
-                f"Cannot {what}: {'; '.join(failed)}. Check that the location is reachable "
-                f"and readable for you, then try again."
-            )
-        if failed:
-            logger.warning("cannot %s at %s; using the other locations", what, "; ".join(failed))
-        return out
 
     def _not_found(self, run: str, step: int | None) -> CheckpointNotFound:
         urls = [loc.url for loc in self._locations]

@@ -1,18 +1,19 @@
 """Writing checkpoints: saves, asynchronous saves, raw ones, and the memory copies go to.
 
-:class:`Saving` is the writing half of :class:`~ft_notebook.store.CheckpointStore`,
-which keeps reading, listing and deleting. The asynchronous writer, the staging
-buffers and the encoders (:mod:`._encode`, which imports the tensor encoders lazily
-too) load with the first save that needs them, so a store opened only to read (a
-notebook restore in a fresh kernel) never imports them.
+:class:`Saver` is the writing half of a :class:`~ft_notebook.store.CheckpointStore`,
+which holds one and keeps reading, listing and deleting itself. The store hands it
+everything it writes with when it is built, so the saver reaches nothing of the store
+behind its back. The asynchronous writer, the staging buffers and the encoders
+(:mod:`._encode`, which imports the tensor encoders lazily too) load with the first
+save that needs them, so a store opened only to read (a notebook restore in a fresh
+kernel) never imports them.
 """
 
 from __future__ import annotations
 
-import builtins
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook.store import _errors
@@ -31,23 +32,37 @@ if TYPE_CHECKING:
     from ft_notebook.store._staging import StagingPool
     from ft_notebook.store._tensors import Stage
 
+#: How a saver announces a commit: ``publish(payload, run, step)``.
+Publish = Callable[["EventPayload", str, int], None]
 
-class Saving:
-    """The saving methods of CheckpointStore (a mixin: it provides the rest)."""
 
-    _locations: list[Location]
-    _retention: Retention
-    _pack_below: int
-    _making: threading.Lock
-    _writer_made: AsyncWriter | None
-    _staging_made: StagingPool | None
+class Saver:
+    """Commits checkpoints to each of ``locations`` in turn, the first being the store's.
 
-    if TYPE_CHECKING:  # provided by CheckpointStore
+    Args:
+        locations: where every checkpoint is committed, in order; the first names the
+            store (in events, descriptions and the writer thread's name).
+        retention: told of each commit; it deletes what ``keep`` no longer covers.
+        pack_below: tensors smaller than this many bytes share one blob.
+        publish: announces ``checkpoint-committed`` (the store decides whether and how).
+    """
 
-        @property
-        def url(self) -> str: ...
-
-        def _publish(self, payload: EventPayload, run: str, step: int) -> None: ...
+    def __init__(
+        self,
+        locations: Sequence[Location],
+        retention: Retention,
+        pack_below: int,
+        publish: Publish,
+    ) -> None:
+        self._locations = locations
+        self._retention = retention
+        self._pack_below = pack_below
+        self._publish = publish
+        self._url = locations[0].url
+        # made by the first save that needs them: see _writer and staging
+        self._making = threading.Lock()
+        self._writer_made: AsyncWriter | None = None
+        self._staging_made: StagingPool | None = None
 
     def save(
         self,
@@ -59,19 +74,8 @@ class Saving:
         pin: bool = False,
         allow_pickle: bool = False,
     ) -> CheckpointInfo:
-        """Commit ``state`` as checkpoint ``step`` of ``run`` at every location.
-
-        ``state`` is a dict of tensors, NumPy arrays and plain values, nested in dicts,
-        lists and tuples; ``metadata`` holds plain values (epoch, data cursor).
-        ``pin=True`` exempts it from retention. ``allow_pickle=True`` stores other
-        objects with pickle (notebook snapshots; private local folders only).
-
-        Raises:
-            UnsafeName: ``run`` cannot be a folder name.
-            StoreError: a value cannot be stored (the message names it), the step is
-                already committed, or writing failed (path, errno, what to do).
-            StoreUnsafe: pickle at a location others can write to.
-        """
+        """:meth:`CheckpointStore.save <ft_notebook.store.CheckpointStore.save>`: encode
+        ``state`` here, then commit it."""
         return self._commit(self._prepare(run, step, state, metadata, pin, allow_pickle))
 
     def save_async(
@@ -84,18 +88,15 @@ class Saving:
         pin: bool = False,
         allow_pickle: bool = False,
     ) -> SaveHandle:
-        """Like :meth:`save`, but return once ``state`` is copied to host memory.
-
-        A background thread writes and commits it; the handle tells when, and how
-        long the caller was blocked (``stall_s``). Per run, one save is written at a
-        time and a queued one is superseded by a newer one. Errors in ``state`` raise
-        here; errors of the write are on the handle.
-        """
+        """:meth:`CheckpointStore.save_async
+        <ft_notebook.store.CheckpointStore.save_async>`: encode and copy ``state`` into
+        staging buffers here, then hand the commit to the writer thread, which gives the
+        buffers back once it is done with them."""
         from ft_notebook.store._async import SaveHandle
         from ft_notebook.store._tensors import Stage
 
         start = time.perf_counter()
-        stage = Stage(self._staging)
+        stage = Stage(self.staging)
         try:
             job = self._prepare(run, step, state, metadata, pin, allow_pickle, stage=stage)
             stage.copy_all()
@@ -108,17 +109,12 @@ class Saving:
         return handle
 
     def warm(self, state: Mapping[str, Any]) -> threading.Thread:
-        """Prepare, on a background thread, the host memory ``save_async`` of a state
-        shaped like ``state`` will copy into (its tensors are not read).
-
-        Call it once the state has its final shapes (a model and optimizer after their
-        first step): the first ``save_async`` then holds the caller up only for the
-        copy, not for making and faulting in fresh (or pinned) memory. Returns the
-        thread, for whoever wants to wait for it.
-        """
+        """Make, on a background thread, the staging buffers a state shaped like
+        ``state`` needs (see :meth:`CheckpointStore.warm
+        <ft_notebook.store.CheckpointStore.warm>`)."""
         from ft_notebook.store._tensors import staging_sizes
 
-        return self._staging.warm(staging_sizes(state))
+        return self.staging.warm(staging_sizes(state))
 
     def save_raw(
         self,
@@ -131,15 +127,9 @@ class Saving:
         pin: bool = False,
         metadata: Mapping[str, Any] | None = None,
     ) -> CheckpointInfo:
-        """Commit a checkpoint of blobs the caller named by their xxh3-128 (see
-        :mod:`._raw`): ``blobs`` are new, ``reuse`` (key -> size) were written before.
-        ``state`` (plain values) describes them; ``metadata`` is what :meth:`list`
-        shows without reading the state. Notebook snapshots use this.
-
-        Raises:
-            StoreError: a key is malformed, a reused blob is missing, writing failed.
-            StoreUnsafe: pickles (``.pkl``) at a location others can write to.
-        """
+        """:meth:`CheckpointStore.save_raw <ft_notebook.store.CheckpointStore.save_raw>`:
+        the caller's blobs are committed as they are, with ``state`` described in one
+        more."""
         run = run_name(run)
         if any(k.endswith(".pkl") for k in [*blobs, *(reuse or {})]):
             for loc in self._locations:
@@ -152,7 +142,7 @@ class Saving:
         files = [*_encode.raw_blobs(blobs), described]
         return self._commit(job, (files, described.key, reuse or {}))
 
-    def pending(self) -> builtins.list[SaveHandle]:
+    def pending(self) -> list[SaveHandle]:
         """Asynchronous saves being written or queued."""
         return [] if self._writer_made is None else self._writer_made.pending()
 
@@ -172,11 +162,12 @@ class Saving:
             if self._writer_made is None:
                 from ft_notebook.store._async import AsyncWriter
 
-                self._writer_made = AsyncWriter(f"ft-notebook-store-writer {self.url}")
+                self._writer_made = AsyncWriter(f"ft-notebook-store-writer {self._url}")
             return self._writer_made
 
     @property
-    def _staging(self) -> StagingPool:
+    def staging(self) -> StagingPool:
+        """The host buffers asynchronous saves copy into (made on first use)."""
         with self._making:
             if self._staging_made is None:
                 from ft_notebook.store._staging import StagingPool
@@ -204,7 +195,7 @@ class Saving:
         return _encode.prepare(run, checked_step(step), state, metadata, pin, allow_pickle, stage)
 
     def _commit(
-        self, job: Job, raw: tuple[builtins.list[Blob], str, Mapping[str, int]] | None = None
+        self, job: Job, raw: tuple[list[Blob], str, Mapping[str, int]] | None = None
     ) -> CheckpointInfo:
         from ft_notebook.store._encode import reused_entries, to_blobs
 
@@ -241,5 +232,5 @@ class Saving:
         assert manifest is not None  # there is always a location
         from ft_notebook.events import CheckpointCommitted
 
-        self._publish(CheckpointCommitted(job.step, manifest.nbytes, self.url), job.run, job.step)
-        return describe(manifest, self.url)
+        self._publish(CheckpointCommitted(job.step, manifest.nbytes, self._url), job.run, job.step)
+        return describe(manifest, self._url)

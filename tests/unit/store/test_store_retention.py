@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import dask.config
+import pytest
 import torch
 
+from ft_notebook.config import reload_config
 from ft_notebook.store import CheckpointStore
 
 
@@ -89,6 +92,23 @@ def test_keep_none_keeps_everything(url: str) -> None:
     for step in range(6):
         store.save("r", step, {"x": step})
     assert [i.step for i in store.list("r")] == list(range(6))
+
+
+@pytest.mark.parametrize("configured", [2, None])
+def test_keep_left_out_is_the_configured_store_keep(url: str, configured: int | None) -> None:
+    # the store repeats no default of its own: ft-notebook.train.store-keep decides,
+    # whatever it is (the shipped value is 3), and null keeps all there too
+    try:
+        with dask.config.set({"ft-notebook.train.store-keep": configured}):
+            reload_config()
+            store = CheckpointStore(url, publish_events=False)
+    finally:
+        reload_config()
+    assert store.keep == configured
+    for step in range(5):
+        store.save("r", step, {"x": step})
+    kept = [i.step for i in store.list("r")]
+    assert kept == ([3, 4] if configured == 2 else list(range(5)))
 
 
 def test_blobs_named_by_a_damaged_manifest_are_not_collected(url: str, files: Any) -> None:
