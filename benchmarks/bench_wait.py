@@ -2,7 +2,7 @@
 run's events against polling its whole record (the way ``wait()`` worked before).
 
 Both arms watch the same run at the same time: ``run.wait()`` in the main thread, and
-in a thread the old loop (``run_info`` every 0.1 s). Each reply and each live event is
+in a thread the old loop (the whole record every 0.1 s). Each reply and each live event is
 counted as its pickled size (protocol 5) as it reaches this process: the payload
 bytes, the same measure for both arms. The run's history grows as it trains (up to
 2,000 points), and with it the old arm's replies, so the longer a run, the larger the
@@ -26,14 +26,16 @@ def one_run(client: Any, seconds: float, index: int) -> tuple[float, float, int]
     """Bytes per second pulled by (followed, polled), and the history's points at the end."""
     from ft_notebook import _delivery
     from ft_notebook.testing.training import counting_problem
-    from ft_notebook.train import _remote, fit
+    from ft_notebook.train import fit
+    from ft_notebook.train.kernel import _handle
+    from ft_notebook.train.kernel._calls import ask
+    from ft_notebook.train.protocol import RunAction
 
     pulled = {"followed": 0, "polled": 0}
-    real_call = client.run_on_scheduler
     real_dispatch = _delivery._DaskFanout._dispatch
 
-    def counted_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        out = real_call(fn, *args, **kwargs)
+    def counted_ask(client: Any, action: RunAction, **kwargs: Any) -> Any:
+        out = ask(client, action, **kwargs)
         arm = "polled" if getattr(threading.current_thread(), "polls", False) else "followed"
         pulled[arm] += len(pickle.dumps(out, protocol=5))
         return out
@@ -56,12 +58,12 @@ def one_run(client: Any, seconds: float, index: int) -> tuple[float, float, int]
     def old_wait() -> None:
         threading.current_thread().polls = True  # type: ignore[attr-defined]
         while not done.is_set():
-            info = client.run_on_scheduler(_remote.run_info, name=run.name)
+            info = counted_ask(client, RunAction.INFO, name=run.name)
             if info["state"] in ("COMPLETED", "FAILED", "CANCELLED"):
                 return
             time.sleep(0.1)
 
-    client.run_on_scheduler = counted_call
+    _handle.ask = counted_ask  # type: ignore[assignment]
     _delivery._DaskFanout._dispatch = counted_dispatch  # type: ignore[method-assign]
     try:
         poller = threading.Thread(target=old_wait)
@@ -72,7 +74,7 @@ def one_run(client: Any, seconds: float, index: int) -> tuple[float, float, int]
         done.set()
         poller.join()
     finally:
-        client.run_on_scheduler = real_call
+        _handle.ask = ask
         _delivery._DaskFanout._dispatch = real_dispatch  # type: ignore[method-assign]
     points = len(run.info()["history"])
     return pulled["followed"] / elapsed, pulled["polled"] / elapsed, points
@@ -100,7 +102,7 @@ def main() -> None:
         "wait-bytes",
         "What Run.wait() pulls from the scheduler",
         f"`run.wait()` following the run's events (and its state every 5 s) against the "
-        f"old loop, `run_info` every 0.1 s, watching the same run at the same time: "
+        f"old loop, the whole record (`run.info()`) every 0.1 s, watching the same run at the same time: "
         f"payload bytes per second (pickled, protocol 5). {args.runs} runs of about "
         f"{args.seconds:g} s, 2 workers; their histories ended with {min(points)}–"
         f"{max(points)} of at most 2,000 points, so the old loop's replies were smaller "
@@ -111,7 +113,7 @@ def main() -> None:
         "B/s",
         followed,
         reference=polled,
-        reference_name="run_info every 0.1 s",
+        reference_name="run.info() every 0.1 s",
         ratio="pairs",
         goal=Goal("ratio", "<=", 0.1),
     )

@@ -14,7 +14,7 @@ process, and a rank draws from a :class:`Stream` of its own: seeded where it ask
 for a seed, else taken on from where its previous draw left it, whatever other
 threads drew in between. Code that is not ours (a user's task on the same worker)
 can still draw in between; the ranks' check of their initial states
-(:mod:`ft_notebook.train._verify`) reports that.
+(:mod:`ft_notebook.train.rank._verify`) reports that.
 """
 
 from __future__ import annotations

@@ -114,14 +114,14 @@ class ClusterCommands:
 
             if good_again(client, done.worker):
                 print(f"ft: worker {done.worker!r} sends its own gradients again")
-            from ft_notebook.train._partition import reconnect_worker
+            from ft_notebook.train.rank._partition import reconnect_worker
 
             if reconnect_worker(client, done.worker):
                 print(f"ft: worker {done.worker!r} meets its peers in new groups again")
 
     def _isolate(self, args: argparse.Namespace) -> None:
         from ft_notebook.serve._chaos import PREFIX
-        from ft_notebook.train._partition import isolate_worker
+        from ft_notebook.train.rank._partition import isolate_worker
 
         if args.worker.startswith(PREFIX):
             raise _usage("%ft chaos isolate cuts a training worker off its peers, not a replica")

@@ -1,21 +1,28 @@
 """Elastic data-parallel training on Dask that survives the loss of workers (``ft.fit``).
 
-Data flow: :func:`fit` (kernel, :mod:`._run`) checks the spec (:mod:`._spec`) and
-hands it to the :class:`~._coordinator.RunCoordinator` (a SchedulerPlugin), which
-starts one :mod:`rank actor <._rank>` per worker and tells them, generation by
-generation, who trains together (:mod:`._protocol`); it keeps each run's
-:mod:`record <._record>` and :mod:`watches <._stall>` it (progress events, stalls).
-Ranks train in standalone process groups (:mod:`._groups`) on the arithmetic of
-:mod:`._trainer`, taking their samples from :mod:`._sharding`, keep durable
-checkpoints (:mod:`._durable`), and report back through the scheduler's event log. A
-:class:`Run` (:mod:`._handle`) in any kernel follows the coordinator's record.
+A run lives in three kinds of process, one folder each, which never import each other:
+
+- ``kernel/``: :func:`fit` checks what it is given and submits the run; a :class:`Run`
+  handle, in any kernel, follows the run's events (the fold every view reads);
+- ``coordinator/``: a SchedulerPlugin that drives every run of the cluster, generation
+  by generation, and publishes the run's events;
+- ``rank/``: one rank actor per worker and run, which trains in standalone process
+  groups, keeps durable checkpoints and reports back.
+
+They meet in :mod:`.protocol` (the named handlers they call each other by, plans,
+reports) and :mod:`.spec` (what ``fit`` hands to the ranks and to the coordinator),
+and share a few pure helpers (:mod:`._sharding`, :mod:`._robust`, :mod:`._schedule`,
+:mod:`._earlier`). The names below load lazily, so a scheduler that imports the
+coordinator loads neither the kernel's code nor the ranks' (nor torch).
 """
 
 from __future__ import annotations
 
-from ft_notebook.train._handle import Run, attach, format_run, runs
-from ft_notebook.train._run import fit
-from ft_notebook.train._sharding import DataCursor, epoch_order
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ft_notebook.train._sharding import DataCursor, epoch_order
+    from ft_notebook.train.kernel import Run, attach, fit, format_run, runs
 
 __all__ = [
     "DataCursor",
@@ -26,3 +33,24 @@ __all__ = [
     "format_run",
     "runs",
 ]
+
+_HOMES = {
+    "DataCursor": "ft_notebook.train._sharding",
+    "epoch_order": "ft_notebook.train._sharding",
+    "Run": "ft_notebook.train.kernel",
+    "attach": "ft_notebook.train.kernel",
+    "fit": "ft_notebook.train.kernel",
+    "format_run": "ft_notebook.train.kernel",
+    "runs": "ft_notebook.train.kernel",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'ft_notebook.train' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

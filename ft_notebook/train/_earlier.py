@@ -54,7 +54,7 @@ def check_order(
     """Raise TrainingError if the checkpoint of ``step`` (its metadata ``saved``) was
     taken with other data settings than these (see :func:`refuse_another_order`); the
     ranks check the checkpoint they resume from too."""
-    from ft_notebook.train._spec import steps_per_epoch
+    from ft_notebook.train.spec import steps_per_epoch
 
     epoch, index = divmod(step, steps_per_epoch(size, batch_size))
     position = index * batch_size

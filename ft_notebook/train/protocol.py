@@ -1,10 +1,21 @@
 """What the run coordinator and the rank actors say to each other.
 
-The coordinator (in the scheduler) sends :class:`Plan` s to ranks through the
-workers' ``run`` RPC; ranks send :class:`Report` s back through the scheduler's event
-log under :data:`REPORT_TOPIC`, which the coordinator reads in its ``log_event`` hook.
-Both travel as plain JSON-able dicts (msgpack on the wire): nothing here is ever
-unpickled, so a message cannot run code.
+The three processes of a run meet here and in :mod:`.spec`, and nowhere else: the
+kernel (``kernel/``), the coordinator in the scheduler (``coordinator/``) and the rank
+actors in the workers (``rank/``) never import each other. They call each other as
+Dask's own extensions do (``distributed.shuffle``), by named handlers that their
+plugins register:
+
+- kernel -> coordinator: the scheduler handler :data:`SCHEDULER_HANDLER` with a
+  :class:`RunAction` (``client.scheduler.ft_train(action="info", name=...)``);
+- coordinator -> rank, kernel -> ranks: the worker handlers of :class:`RankOp`
+  (``scheduler.rpc(address).ft_train_deliver(run=..., plan=...)``);
+- rank -> coordinator: :class:`Report` s through the scheduler's event log under
+  :data:`REPORT_TOPIC`, which the coordinator reads in its ``log_event`` hook;
+- coordinator -> everyone else: the run's events (:mod:`ft_notebook.events`).
+
+Plans and reports travel as plain JSON-able dicts (msgpack on the wire): nothing here
+is ever unpickled, so a message cannot run code.
 
 A *generation* is one fixed set of ranks with its own process group. Its plan says
 how the group is made: ``form`` (a rendezvous on the cluster's TCPStore under a fresh
@@ -20,6 +31,30 @@ from typing import Any
 
 #: Scheduler event-log topic of rank reports (internal; not a journal topic).
 REPORT_TOPIC = "ft-notebook-train-reports"
+
+
+#: The scheduler handler the coordinator registers; it takes a :class:`RunAction`.
+SCHEDULER_HANDLER = "ft_train"
+
+
+class RunAction(str, enum.Enum):
+    """What a kernel asks of the coordinator (the ``action`` of :data:`SCHEDULER_HANDLER`)."""
+
+    SUBMIT = "submit"  # name, spec (pickled FitSpec), options (RunOptions as a dict)
+    INFO = "info"  # name -> the run's record
+    STATE = "state"  # name -> its RunState alone, a few bytes
+    CANCEL = "cancel"  # name -> the run's record
+    NAMES = "names"  # -> the runs' names, oldest first
+
+
+class RankOp(str, enum.Enum):
+    """The worker handlers of the rank side (each takes ``run``)."""
+
+    START = "ft_train_start"  # spec, name, first, incarnation -> started | running
+    DELIVER = "ft_train_deliver"  # plan (Plan.to_wire) -> delivered | no-actor
+    STATE = "ft_train_state"  # -> the actor's phase, as JSON
+    LOGS = "ft_train_logs"  # -> the actor's log lines
+    FINAL_STATE = "ft_train_final_state"  # -> rank 0's final state (torch.save) or None
 
 
 class How(str, enum.Enum):

@@ -1,4 +1,5 @@
-"""What ``ft.fit`` hands to every rank: factories and settings, checked in the kernel.
+"""What ``ft.fit`` hands to every rank (the spec) and to the coordinator (the run
+options): factories and settings, checked in the kernel.
 
 The spec is cloudpickled once in the kernel (so a dataset that cannot be pickled
 fails there, at once) and travels as bytes through the scheduler, which never
@@ -9,11 +10,44 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ft_notebook.config import DEVICE_EXPECTED, ON_VIOLATION, is_device, train_setting
 from ft_notebook.exceptions import TrainingError
+
+
+@dataclass
+class RunOptions:
+    """How the coordinator drives a run. Left out, a setting is read from
+    ``ft-notebook.train`` when the options are built: by ``fit``, in the kernel. They
+    travel to the coordinator as a plain dict (:meth:`to_wire`), never pickled."""
+
+    min_workers: int = field(default_factory=train_setting("min_workers"))
+    max_workers: int | None = None
+    fast_recovery: bool = field(default_factory=train_setting("fast_recovery"))
+    warmup_timeout_s: float = field(default_factory=train_setting("warmup_timeout_s"))
+    #: A step that has not advanced for max(stall_min_s, stall_factor x the median
+    #: step time) is a hang; the first steps get first_steps_floor_s.
+    stall_factor: float = field(default_factory=train_setting("stall_factor"))
+    stall_min_s: float = field(default_factory=train_setting("stall_min_s"))
+    first_steps_floor_s: float = field(default_factory=train_setting("first_steps_floor_s"))
+    total_steps: int = 0
+
+    def validate(self) -> None:
+        if type(self.min_workers) is not int or self.min_workers < 1:
+            raise TrainingError(f"min_workers must be a positive int, got {self.min_workers!r}.")
+        if type(self.fast_recovery) is not bool:
+            raise TrainingError(f"fast_recovery must be True or False, got {self.fast_recovery!r}.")
+
+    def to_wire(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> RunOptions:
+        options = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        options.validate()
+        return options
 
 
 @dataclass

@@ -177,8 +177,8 @@ def test_a_member_that_cannot_meet_its_peers_is_evicted_and_the_others_go_on(
     the run failed; now, after the capped number of forms, the member the others never
     saw arrive is evicted, the other two train the run to the end with every sample
     used exactly once, and the eviction is a recovery naming it."""
-    from ft_notebook.train._evictions import REFORMS_CAP
-    from ft_notebook.train._partition import isolate_worker, reconnect_worker
+    from ft_notebook.train.coordinator._evictions import REFORMS_CAP
+    from ft_notebook.train.rank._partition import isolate_worker, reconnect_worker
 
     assert isolate_worker(client, "1") == "1"
     try:
@@ -198,7 +198,7 @@ def test_a_member_that_cannot_meet_its_peers_is_evicted_and_the_others_go_on(
     assert (recovery["workers_before"], recovery["workers_after"]) == (3, 2)
     assert recovery["verified"] is True
     # the evicted rank actor stopped (its model and data go), told so by the run
-    from ft_notebook.train._rank import rank_logs, rank_state
+    from ft_notebook.train.rank._actor import rank_logs, rank_state
 
     [address] = [
         a

@@ -67,7 +67,8 @@ def test_cluster_up_chaos_kill_and_down_from_magics(nb: KernelSession) -> None:
     isolated = nb.execute("%ft chaos isolate cpu0 --name magic").check()
     assert "worker 'cpu0' can no longer meet its peers in a new group" in isolated.stdout
     probe = (
-        "from ft_notebook.train._partition import isolated\nprint(any(c.run(isolated).values()))"
+        "from ft_notebook.train.rank._partition import isolated\n"
+        "print(any(c.run(isolated).values()))"
     )
     assert nb.execute(probe).check().stdout.strip() == "True"
     resumed = nb.execute("%ft chaos resume cpu0 --name magic").check()

@@ -462,7 +462,7 @@ def test_wait_follows_the_events_and_asks_for_the_record_once(
     """Issue 33: ``wait()`` pulled the whole record (119 KB once the history is full)
     ten times a second. It follows the run's events now: the record once at the end,
     the state alone every few seconds."""
-    from ft_notebook.train import _follow
+    from ft_notebook.train.kernel import _follow, _handle
 
     run = fit(
         epochs=2,
@@ -473,18 +473,18 @@ def test_wait_follows_the_events_and_asks_for_the_record_once(
         **counting_problem(delay_s=0.02),
     )
     asked: list[str] = []
-    real = client.run_on_scheduler
+    real = _handle.ask
 
-    def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        asked.append(fn.__name__)
-        return real(fn, *args, **kwargs)
+    def counted(client: Any, action: Any, **kwargs: Any) -> Any:
+        asked.append(action.value)
+        return real(client, action, **kwargs)
 
-    monkeypatch.setattr(client, "run_on_scheduler", counted)
+    monkeypatch.setattr(_handle, "ask", counted)
     started = time.monotonic()
     run.wait(timeout=120, progress=False)
     waited = time.monotonic() - started
-    assert asked.count("run_info") == 1, asked  # the end: errors, and the final record
-    assert asked.count("run_state") <= waited / _follow.CHECK_S + 1, (asked, waited)
+    assert asked.count("info") == 1, asked  # the end: errors, and the final record
+    assert asked.count("state") <= waited / _follow.CHECK_S + 1, (asked, waited)
     assert run.status.value == "COMPLETED"
 
 

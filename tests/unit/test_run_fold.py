@@ -209,11 +209,12 @@ def test_an_old_recovery_event_still_folds_from_its_envelope() -> None:
 def test_coordinator_dashboard_and_panel_read_one_recovery(
     isolated_data_dir: Path, unique_name: str
 ) -> None:
-    from ft_notebook.train._coordinator import RunCoordinator
-    from ft_notebook.train._protocol import Plan, Report
-    from ft_notebook.train._record import Options, Record
+    from ft_notebook.train.coordinator._plugin import RunCoordinator
+    from ft_notebook.train.coordinator._record import Record
+    from ft_notebook.train.protocol import Plan, Report
+    from ft_notebook.train.spec import RunOptions
 
-    coordinator, record = RunCoordinator(), Record(unique_name, b"", Options())
+    coordinator, record = RunCoordinator(), Record(unique_name, b"", RunOptions())
     record.members.target_world = 3
     record.plan = Plan(unique_name, 2, ("a", "b"), ("", 0), how="survive")
     record.gens.verified.add(2)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 
 from ft_notebook.events import RunState
-from ft_notebook.train import _history
-from ft_notebook.train._generations import Generations
-from ft_notebook.train._link import SchedulerLink
-from ft_notebook.train._progress_publisher import ProgressPublisher
-from ft_notebook.train._protocol import How, Report
-from ft_notebook.train._record import Record
-from ft_notebook.train._status import RunStatus
+from ft_notebook.train.coordinator import _progress_reports as _history
+from ft_notebook.train.coordinator._generations import Generations
+from ft_notebook.train.coordinator._link import SchedulerLink
+from ft_notebook.train.coordinator._publisher import ProgressPublisher
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.coordinator._status import RunStatus
+from ft_notebook.train.protocol import How, Report
 
 
 class RunEnd:

@@ -25,12 +25,12 @@ from __future__ import annotations
 import collections
 import logging
 
-from ft_notebook.train._generations import Generations
-from ft_notebook.train._link import SchedulerLink
-from ft_notebook.train._protocol import Plan, Report
-from ft_notebook.train._record import Record
+from ft_notebook.train.coordinator._generations import Generations
+from ft_notebook.train.coordinator._link import SchedulerLink
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.protocol import Plan, Report
 
-logger = logging.getLogger("ft_notebook.train._coordinator")
+logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
 
 #: Failed forms of the same members at one step before one of them is evicted.
 REFORMS_CAP = 3

@@ -18,12 +18,11 @@ from __future__ import annotations
 import time
 
 from ft_notebook.events import Health, RunState
-from ft_notebook.train import _rank
-from ft_notebook.train._link import SchedulerLink
-from ft_notebook.train._progress_publisher import ProgressPublisher
-from ft_notebook.train._protocol import How, Plan, Report, generation_prefix
-from ft_notebook.train._record import Record
-from ft_notebook.train._status import RunStatus
+from ft_notebook.train.coordinator._link import SchedulerLink
+from ft_notebook.train.coordinator._publisher import ProgressPublisher
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.coordinator._status import RunStatus
+from ft_notebook.train.protocol import How, Plan, RankOp, Report, generation_prefix
 
 
 class Generations:
@@ -82,7 +81,9 @@ class Generations:
     async def deliver(self, record: Record, name: str, address: str, plan: Plan) -> None:
         """Send ``plan`` to the rank on ``address``; a member whose actor is gone is lost."""
         try:
-            answer = await self.link.call(address, _rank.deliver, record.name, plan.to_wire())
+            answer = await self.link.call(
+                address, RankOp.DELIVER, run=record.name, plan=plan.to_wire()
+            )
         except Exception:  # the worker is going: the control plane reports the loss
             return
         gone = answer == "no-actor" and not plan.stop and record.members.actors.get(name) == address

@@ -14,13 +14,11 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
-from distributed.protocol.pickle import dumps
-from distributed.protocol.serialize import Serialized, deserialize
-
 from ft_notebook.cluster.plugins import name_key
+from ft_notebook.train.protocol import RankOp
 
 # one logger for every part of the coordinator: its logs are configured in one place
-logger = logging.getLogger("ft_notebook.train._coordinator")
+logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
 
 
 class SchedulerLink:
@@ -36,22 +34,10 @@ class SchedulerLink:
         found = {str(ws.name): addr for addr, ws in self.scheduler.workers.items()}
         return dict(sorted(found.items(), key=lambda kv: name_key(kv[0])))
 
-    async def call(self, address: str, fn: Any, *args: Any) -> Any:
-        """``fn(*args)`` on the worker at ``address`` (its ``run`` RPC); raises when
-        the worker does not answer with a result."""
-        result = await self.scheduler.broadcast(
-            msg={"op": "run", "function": dumps(fn), "args": dumps(args), "kwargs": dumps({})},
-            workers=[address],
-            on_error="return",
-        )
-        out = result.get(address)
-        if isinstance(out, dict) and out.get("status") == "OK":
-            value = out.get("result")
-            if isinstance(value, Serialized):  # the scheduler leaves results serialized
-                # our own worker's answer, over the cluster's authenticated connection
-                value = deserialize(value.header, value.frames)
-            return value
-        raise RuntimeError(f"calling {getattr(fn, '__name__', fn)} on {address}: {out!r}")
+    async def call(self, address: str, op: RankOp, **kwargs: Any) -> Any:
+        """The rank handler ``op`` on the worker at ``address``; raises when the worker
+        does not answer."""
+        return await getattr(self.scheduler.rpc(address), op.value)(**kwargs)
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         """Run ``coro`` in the background; a failure is logged, never lost."""

@@ -16,16 +16,15 @@ import time
 
 from ft_notebook.cluster.plugins import name_key
 from ft_notebook.events import RunState
-from ft_notebook.train import _rank
-from ft_notebook.train._end import RunEnd
-from ft_notebook.train._generations import Generations
-from ft_notebook.train._link import SchedulerLink
-from ft_notebook.train._progress_publisher import ProgressPublisher
-from ft_notebook.train._protocol import How, Report
-from ft_notebook.train._record import Record
-from ft_notebook.train._status import RunStatus
+from ft_notebook.train.coordinator._end import RunEnd
+from ft_notebook.train.coordinator._generations import Generations
+from ft_notebook.train.coordinator._link import SchedulerLink
+from ft_notebook.train.coordinator._publisher import ProgressPublisher
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.coordinator._status import RunStatus
+from ft_notebook.train.protocol import How, RankOp, Report
 
-logger = logging.getLogger("ft_notebook.train._coordinator")
+logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
 
 
 class Membership:
@@ -89,7 +88,13 @@ class Membership:
         record.members.seen.add(name)
         try:
             await self.link.call(
-                address, _rank.start_rank, record.spec, record.name, name, first, record.incarnation
+                address,
+                RankOp.START,
+                spec=record.spec,
+                run=record.name,
+                name=name,
+                first=first,
+                incarnation=record.incarnation,
             )
         except Exception as e:
             if record.members.actors.get(name) == address:

@@ -9,9 +9,9 @@ cost), and publishes the event each note stands for.
 from __future__ import annotations
 
 from ft_notebook.events import CheckpointFailed, RolledBack, StateRepaired, StepSkipped
-from ft_notebook.train._protocol import Report
-from ft_notebook.train._record import Record
-from ft_notebook.train._status import RunStatus
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.coordinator._status import RunStatus
+from ft_notebook.train.protocol import Report
 
 
 class RunNotes:

@@ -24,24 +24,28 @@ parts it wires together, each given what it needs:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from ft_notebook.cluster.plugins import control_plane
 from ft_notebook.events import RunState
-from ft_notebook.train._end import RunEnd
-from ft_notebook.train._evictions import Evictions
-from ft_notebook.train._generations import Generations
-from ft_notebook.train._link import SchedulerLink
-from ft_notebook.train._membership import Membership
-from ft_notebook.train._notes import RunNotes
-from ft_notebook.train._progress_publisher import ProgressPublisher
-from ft_notebook.train._record import Options, Record
-from ft_notebook.train._recoveries import Recoveries
-from ft_notebook.train._reports import RunReports
-from ft_notebook.train._stall import StallWatch
-from ft_notebook.train._status import RunStatus
+from ft_notebook.exceptions import TrainingError
+from ft_notebook.train.coordinator._end import RunEnd
+from ft_notebook.train.coordinator._evictions import Evictions
+from ft_notebook.train.coordinator._generations import Generations
+from ft_notebook.train.coordinator._link import SchedulerLink
+from ft_notebook.train.coordinator._membership import Membership
+from ft_notebook.train.coordinator._notes import RunNotes
+from ft_notebook.train.coordinator._publisher import ProgressPublisher
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.coordinator._recoveries import Recoveries
+from ft_notebook.train.coordinator._reports import RunReports
+from ft_notebook.train.coordinator._stall import StallWatch
+from ft_notebook.train.coordinator._status import RunStatus
+from ft_notebook.train.protocol import SCHEDULER_HANDLER, RunAction
+from ft_notebook.train.spec import RunOptions
 
 PLUGIN_NAME = "ft-notebook-runs"
 
@@ -76,6 +80,7 @@ class RunCoordinator(SchedulerPlugin):
         self.__init__()  # type: ignore[misc]
 
     async def start(self, scheduler: Any) -> None:
+        scheduler.handlers[SCHEDULER_HANDLER] = self.handle
         self.link.scheduler = scheduler
         self.link.control = control_plane(scheduler)
         self.link.control.add_listener(self.members.on_membership)
@@ -95,18 +100,27 @@ class RunCoordinator(SchedulerPlugin):
     def log_event(self, topic: str, msg: Any) -> None:
         self.reports.log_event(topic, msg)
 
-    # ---- API (through Client.run_on_scheduler)
+    # ---- the kernels' entry point (protocol.SCHEDULER_HANDLER)
 
-    def submit(self, name: str, spec: bytes, options: Options) -> dict[str, Any]:
+    def handle(self, action: str, **kwargs: Any) -> Any:
+        try:
+            method = _ACTIONS[RunAction(action)]
+        except ValueError:
+            raise TrainingError(
+                f"Unknown run action {action!r}; this scheduler knows "
+                f"{sorted(a.value for a in RunAction)}. Are the kernel and the cluster on "
+                f"the same ft_notebook version?"
+            ) from None
+        return method(self, **kwargs)
+
+    def submit(self, name: str, spec: bytes, options: dict[str, Any]) -> dict[str, Any]:
         existing = self.runs.get(name)
         if existing is not None and not existing.finished:
-            from ft_notebook.exceptions import TrainingError
-
             raise TrainingError(
                 f"A run named {name!r} is already {existing.state.value} on this cluster. "
                 f"Attach to it with ft.attach({name!r}), or pick another name."
             )
-        record = Record(name, spec, options)
+        record = Record(name, spec, RunOptions.from_wire(options))
         self.runs[name] = record
         self.status.started(record)
         self.link.control.hold(f"run:{name}")
@@ -122,21 +136,33 @@ class RunCoordinator(SchedulerPlugin):
     def info(self, name: str) -> dict[str, Any]:
         return self._get(name).info()
 
+    def state(self, name: str) -> str:
+        return self._get(name).state.value
+
+    def names(self) -> list[str]:
+        """The runs' names, oldest first."""
+        return sorted(self.runs, key=lambda n: self.runs[n].started_at)
+
     def _get(self, name: str) -> Record:
         record = self.runs.get(name)
         if record is None:
-            from ft_notebook.exceptions import TrainingError
-
             raise TrainingError(
                 f"No run named {name!r} on this cluster (runs here: {sorted(self.runs)})."
             )
         return record
 
 
+_ACTIONS: dict[RunAction, Callable[..., Any]] = {
+    RunAction.SUBMIT: RunCoordinator.submit,
+    RunAction.INFO: RunCoordinator.info,
+    RunAction.STATE: RunCoordinator.state,
+    RunAction.CANCEL: RunCoordinator.cancel,
+    RunAction.NAMES: RunCoordinator.names,
+}
+
+
 def coordinator(scheduler: Any) -> RunCoordinator:
     plugin = scheduler.plugins.get(PLUGIN_NAME)
     if not isinstance(plugin, RunCoordinator):
-        from ft_notebook.exceptions import TrainingError
-
         raise TrainingError("The scheduler has no run coordinator; ft.fit installs it.")
     return plugin

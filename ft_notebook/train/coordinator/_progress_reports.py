@@ -13,8 +13,8 @@ import bisect
 import time
 from typing import Any
 
-from ft_notebook.train._protocol import Report
-from ft_notebook.train._record import Record
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.protocol import Report
 
 #: Points a run's history keeps (see :func:`trim_history`).
 HISTORY_MAX = 2000

@@ -13,9 +13,9 @@ from typing import Any
 
 from ft_notebook.cluster.plugins import name_key
 from ft_notebook.events import RunProgress
-from ft_notebook.train._link import SchedulerLink
-from ft_notebook.train._record import Record
-from ft_notebook.train._status import RunStatus
+from ft_notebook.train.coordinator._link import SchedulerLink
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.coordinator._status import RunStatus
 
 
 class ProgressPublisher:

@@ -23,34 +23,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ft_notebook.config import train_setting
 from ft_notebook.events import Health, RunState
-from ft_notebook.exceptions import TrainingError
 from ft_notebook.runfold import Recovery
-from ft_notebook.train._protocol import Plan
-
-
-@dataclass
-class Options:
-    """How the coordinator drives a run. Left out, a setting is read from
-    ``ft-notebook.train`` when the options are built: by ``fit``, in the kernel."""
-
-    min_workers: int = field(default_factory=train_setting("min_workers"))
-    max_workers: int | None = None
-    fast_recovery: bool = field(default_factory=train_setting("fast_recovery"))
-    warmup_timeout_s: float = field(default_factory=train_setting("warmup_timeout_s"))
-    #: A step that has not advanced for max(stall_min_s, stall_factor x the median
-    #: step time) is a hang; the first steps get first_steps_floor_s.
-    stall_factor: float = field(default_factory=train_setting("stall_factor"))
-    stall_min_s: float = field(default_factory=train_setting("stall_min_s"))
-    first_steps_floor_s: float = field(default_factory=train_setting("first_steps_floor_s"))
-    total_steps: int = 0
-
-    def validate(self) -> None:
-        if type(self.min_workers) is not int or self.min_workers < 1:
-            raise TrainingError(f"min_workers must be a positive int, got {self.min_workers!r}.")
-        if type(self.fast_recovery) is not bool:
-            raise TrainingError(f"fast_recovery must be True or False, got {self.fast_recovery!r}.")
+from ft_notebook.train.protocol import Plan
+from ft_notebook.train.spec import RunOptions
 
 
 @dataclass
@@ -139,7 +115,7 @@ class Record:
 
     name: str
     spec: bytes
-    options: Options
+    options: RunOptions
     state: RunState = RunState.PENDING  # with health and reason: ._status
     health: Health = Health.HEALTHY
     reason: str = ""

@@ -16,15 +16,15 @@ import time
 
 from ft_notebook.events import RunState
 from ft_notebook.runfold import Recovery
-from ft_notebook.train._end import RunEnd
-from ft_notebook.train._evictions import REFORMS_CAP, Evictions
-from ft_notebook.train._generations import Generations
-from ft_notebook.train._protocol import How, Report
-from ft_notebook.train._record import Record
-from ft_notebook.train._stall import stall_threshold
-from ft_notebook.train._status import RunStatus
+from ft_notebook.train.coordinator._end import RunEnd
+from ft_notebook.train.coordinator._evictions import REFORMS_CAP, Evictions
+from ft_notebook.train.coordinator._generations import Generations
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.coordinator._stall import stall_threshold
+from ft_notebook.train.coordinator._status import RunStatus
+from ft_notebook.train.protocol import How, Report
 
-logger = logging.getLogger("ft_notebook.train._coordinator")
+logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
 
 #: Seconds a failed collective waits for the control plane's news of a loss.
 _LOSS_GRACE_S = 0.5

@@ -14,16 +14,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ft_notebook.train import _history
-from ft_notebook.train._end import RunEnd
-from ft_notebook.train._generations import Generations
-from ft_notebook.train._membership import Membership
-from ft_notebook.train._notes import RunNotes
-from ft_notebook.train._protocol import REPORT_TOPIC, Report, ReportKind, UnknownMessage
-from ft_notebook.train._record import Record
-from ft_notebook.train._recoveries import Recoveries
+from ft_notebook.train.coordinator import _progress_reports as _history
+from ft_notebook.train.coordinator._end import RunEnd
+from ft_notebook.train.coordinator._generations import Generations
+from ft_notebook.train.coordinator._membership import Membership
+from ft_notebook.train.coordinator._notes import RunNotes
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.coordinator._recoveries import Recoveries
+from ft_notebook.train.protocol import REPORT_TOPIC, Report, ReportKind, UnknownMessage
 
-logger = logging.getLogger("ft_notebook.train._coordinator")
+logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
 
 Handler = Callable[[Record, Report], None]
 

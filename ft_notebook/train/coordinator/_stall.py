@@ -18,15 +18,14 @@ import statistics
 import time
 
 from ft_notebook.events import RunState
-from ft_notebook.train import _rank
-from ft_notebook.train._end import RunEnd
-from ft_notebook.train._generations import Generations
-from ft_notebook.train._link import SchedulerLink
-from ft_notebook.train._progress_publisher import ProgressPublisher
-from ft_notebook.train._protocol import Phase
-from ft_notebook.train._record import Record
+from ft_notebook.train.coordinator._end import RunEnd
+from ft_notebook.train.coordinator._generations import Generations
+from ft_notebook.train.coordinator._link import SchedulerLink
+from ft_notebook.train.coordinator._publisher import ProgressPublisher
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.protocol import Phase, RankOp
 
-logger = logging.getLogger("ft_notebook.train._coordinator")
+logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
 
 #: A step every rank is stuck in fails the run after this many stall thresholds (one
 #: stuck rank is evicted after one: the others go on without it).
@@ -87,7 +86,7 @@ class StallWatch:
                 with contextlib.suppress(Exception):
                     states[name] = json.loads(
                         await asyncio.wait_for(
-                            self.link.call(address, _rank.rank_state, record.name), 5
+                            self.link.call(address, RankOp.STATE, run=record.name), 5
                         )
                     )
         stuck = [n for n, s in states.items() if s and s.get("phase") == Phase.COMPUTE]

@@ -20,10 +20,10 @@ from ft_notebook.events import (
     publish,
     run_topic,
 )
-from ft_notebook.train._link import SchedulerLink
-from ft_notebook.train._record import Record
+from ft_notebook.train.coordinator._link import SchedulerLink
+from ft_notebook.train.coordinator._record import Record
 
-logger = logging.getLogger("ft_notebook.train._coordinator")
+logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
 
 
 class RunStatus:

@@ -17,11 +17,13 @@ from ft_notebook._paths import checked_name
 from ft_notebook.cluster import client_for
 from ft_notebook.exceptions import NoWorkers, TrainingError
 from ft_notebook.train._earlier import refuse_another_order, refuse_old_checkpoints
-from ft_notebook.train._handle import Run, default_store_url
-from ft_notebook.train._mtbf import planning_mtbf
 from ft_notebook.train._robust import rule_of, smallest_world
 from ft_notebook.train._schedule import FIRST_AUTO_STEP
-from ft_notebook.train._spec import FitSpec, dumps_spec
+from ft_notebook.train.kernel._calls import ask
+from ft_notebook.train.kernel._handle import Run, default_store_url
+from ft_notebook.train.kernel._mtbf import planning_mtbf
+from ft_notebook.train.protocol import RunAction
+from ft_notebook.train.spec import FitSpec, RunOptions, dumps_spec
 
 
 def fit(
@@ -95,8 +97,6 @@ def fit(
         NoWorkers: the cluster has no workers.
         RunFailed: (with ``wait=True``) a worker raised; the message has its traceback.
     """
-    from ft_notebook.train._record import Options
-
     name = checked_name(
         name or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}", "run name"
     )
@@ -138,7 +138,7 @@ def fit(
         size = len(data) if hasattr(data, "__len__") else None
     except TypeError:
         size = None
-    options = Options(
+    options = RunOptions(
         max_workers=max_workers,
         total_steps=-(-size // batch_size) * epochs if size else 0,
         **_given(min_workers=min_workers, fast_recovery=fast_recovery),
@@ -177,15 +177,22 @@ def fit(
             f"every worker needs at least one sample per step. Use batch_size >= {world} "
             f"or max_workers={batch_size}."
         )
-    from ft_notebook.train._coordinator import RunCoordinator
-    from ft_notebook.train._remote import submit_run
-
-    client.register_plugin(RunCoordinator())
-    client.run_on_scheduler(submit_run, name=name, spec=payload, options=options)
+    _install_plugins(client)
+    ask(client, RunAction.SUBMIT, name=name, spec=payload, options=options.to_wire())
     run = Run(client, name, model_factory=model, store_url=spec.store_url)
     if wait:
         run.wait(timeout=timeout)
     return run
+
+
+def _install_plugins(client: Any) -> None:
+    """Hand the coordinator and the ranks' handlers to Dask (once per cluster: both are
+    idempotent). The one place the kernel names their code, which it never calls."""
+    from ft_notebook.train.coordinator import RunCoordinator
+    from ft_notebook.train.rank import RankHandlers
+
+    client.register_plugin(RankHandlers())
+    client.register_plugin(RunCoordinator())
 
 
 def _given(**arguments: Any) -> dict[str, Any]:

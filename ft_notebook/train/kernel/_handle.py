@@ -17,6 +17,8 @@ from ft_notebook._paths import checked_name, data_dir
 from ft_notebook.cluster import client_for
 from ft_notebook.events import RunState
 from ft_notebook.exceptions import RunFailed, StoreError, TrainingError
+from ft_notebook.train.kernel._calls import ask, ask_every_worker
+from ft_notebook.train.protocol import RankOp, RunAction
 
 
 class Run:
@@ -36,9 +38,7 @@ class Run:
 
     def info(self) -> dict[str, Any]:
         """The coordinator's record of the run, fresh."""
-        from ft_notebook.train._remote import run_info
-
-        self._info = self.client.run_on_scheduler(run_info, name=self.name)
+        self._info = dict(ask(self.client, RunAction.INFO, name=self.name))
         return self._info
 
     @property
@@ -72,9 +72,8 @@ class Run:
         recoveries while it waits: a widget in a notebook, a line on a terminal. It
         follows the run's events (see :mod:`._follow`), not its whole record.
         """
-        from ft_notebook.train._follow import CHECK_S, LAST_EVENTS_S, RunFollower
-        from ft_notebook.train._progress import Progress
-        from ft_notebook.train._remote import run_state
+        from ft_notebook.train.kernel._follow import CHECK_S, LAST_EVENTS_S, RunFollower
+        from ft_notebook.train.kernel._progress import Progress
 
         deadline = None if timeout is None else time.monotonic() + timeout
         bar = Progress(self.name) if progress else None
@@ -88,7 +87,7 @@ class Run:
                 now = time.monotonic()
                 if ended_at is None and now >= next_check:
                     next_check = now + CHECK_S
-                    state = RunState(self.client.run_on_scheduler(run_state, name=self.name))
+                    state = RunState(ask(self.client, RunAction.STATE, name=self.name))
                     ended_at = now if state.finished else None
                 if ended_at is not None and now - ended_at > LAST_EVENTS_S:
                     break  # its events do not reach this kernel (no journal here)
@@ -116,17 +115,13 @@ class Run:
         return self
 
     def cancel(self) -> Run:
-        from ft_notebook.train._remote import cancel_run
-
-        self._info = self.client.run_on_scheduler(cancel_run, name=self.name)
+        self._info = dict(ask(self.client, RunAction.CANCEL, name=self.name))
         return self
 
     def logs(self) -> dict[str, str]:
         """Each worker's log of this run (live workers), and the traceback of any failure."""
-        from ft_notebook.train._rank import rank_logs
-
         out: dict[str, str] = {}
-        by_address = self.client.run(rank_logs, self.name, on_error="return")
+        by_address = ask_every_worker(self.client, RankOp.LOGS, run=self.name)
         names = {
             a: str(w.get("name", a))
             for a, w in self.client.scheduler_info(n_workers=-1)["workers"].items()
@@ -178,9 +173,7 @@ class Run:
 
         import torch
 
-        from ft_notebook.train._rank import final_state
-
-        for data in self.client.run(final_state, self.name, on_error="return").values():
+        for data in ask_every_worker(self.client, RankOp.FINAL_STATE, run=self.name).values():
             if isinstance(data, bytes):
                 # weights_only: tensors and plain values, never code
                 return dict(torch.load(io.BytesIO(data), map_location="cpu", weights_only=True))
@@ -229,10 +222,12 @@ def _failure_message(info: dict[str, Any]) -> str:
 
 def runs(cluster: Any = None) -> list[Run]:
     """The runs the cluster's coordinator knows (active and finished), oldest first."""
-    from ft_notebook.train._remote import list_runs
-
     client = client_for(cluster)
-    return [Run(client, name) for name in client.run_on_scheduler(list_runs)]
+    try:
+        names = ask(client, RunAction.NAMES)
+    except (KeyError, AttributeError):  # no run coordinator here yet: no run either
+        return []
+    return [Run(client, name) for name in names]
 
 
 def attach(name: str, cluster: Any = None) -> Run:

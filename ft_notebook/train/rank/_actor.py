@@ -30,9 +30,12 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook.exceptions import RendezvousTimeout
-from ft_notebook.train._agreement import StateAgreement
-from ft_notebook.train._collectives import Collectives
-from ft_notebook.train._groups import (
+from ft_notebook.train.protocol import Phase, Plan, ReportKind
+from ft_notebook.train.rank._agreement import StateAgreement
+from ft_notebook.train.rank._checkpoints import RankCheckpoints
+from ft_notebook.train.rank._collectives import Collectives
+from ft_notebook.train.rank._generations import NotMet, RankGenerations
+from ft_notebook.train.rank._groups import (
     Generation,
     GroupTimeouts,
     Interrupted,
@@ -40,16 +43,13 @@ from ft_notebook.train._groups import (
     Waker,
     abort_nccl,
 )
-from ft_notebook.train._held_state import HeldState
-from ft_notebook.train._protocol import Phase, Plan, ReportKind
-from ft_notebook.train._rank_checkpoints import RankCheckpoints
-from ft_notebook.train._rank_generations import NotMet, RankGenerations
-from ft_notebook.train._rank_report import RankReporter
-from ft_notebook.train._steps import StepLoop
+from ft_notebook.train.rank._held_state import HeldState
+from ft_notebook.train.rank._report import RankReporter
+from ft_notebook.train.rank._steps import StepLoop
 
 if TYPE_CHECKING:
-    from ft_notebook.train._spec import FitSpec
-    from ft_notebook.train._trainer import Trainer
+    from ft_notebook.train.rank._trainer import Trainer
+    from ft_notebook.train.spec import FitSpec
 
 #: Rank actors of this worker process, by run name.
 _ACTORS: dict[str, RankActor] = {}
@@ -257,7 +257,7 @@ class RankActor(threading.Thread):
         import cloudpickle
         import torch
 
-        from ft_notebook.train._trainer import Trainer
+        from ft_notebook.train.rank._trainer import Trainer
 
         self.spec: FitSpec = cloudpickle.loads(self.spec_bytes)
         spec, log = self.spec, self.reporter.log

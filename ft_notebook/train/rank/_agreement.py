@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ft_notebook.train._protocol import Phase, ReportKind
-from ft_notebook.train._verify import Verdict, initial_source
+from ft_notebook.train.protocol import Phase, ReportKind
+from ft_notebook.train.rank._verify import Verdict, initial_source
 
 if TYPE_CHECKING:
-    from ft_notebook.train._collectives import Collectives
-    from ft_notebook.train._held_state import HeldState
-    from ft_notebook.train._rank_checkpoints import RankCheckpoints
-    from ft_notebook.train._rank_report import RankReporter
+    from ft_notebook.train.rank._checkpoints import RankCheckpoints
+    from ft_notebook.train.rank._collectives import Collectives
+    from ft_notebook.train.rank._held_state import HeldState
+    from ft_notebook.train.rank._report import RankReporter
 
 
 class StateAgreement:
@@ -68,7 +68,7 @@ class StateAgreement:
 
     def initial_sender(self) -> int:
         """The rank whose factory-built state the run starts from (see
-        :func:`~ft_notebook.train._verify.initial_source`); ranks that built another
+        :func:`~ft_notebook.train.rank._verify.initial_source`); ranks that built another
         are reported, as a repaired state."""
         gen = self.collectives.current()
         if gen.world == 1:

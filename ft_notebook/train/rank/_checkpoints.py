@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ft_notebook.train._durable import DurableCheckpoints
 from ft_notebook.train._earlier import check_order
-from ft_notebook.train._protocol import ReportKind
 from ft_notebook.train._schedule import CheckpointSchedule
+from ft_notebook.train.protocol import ReportKind
+from ft_notebook.train.rank._durable import DurableCheckpoints
 
 if TYPE_CHECKING:
-    from ft_notebook.train._held_state import HeldState
-    from ft_notebook.train._rank_report import RankReporter
-    from ft_notebook.train._spec import FitSpec
+    from ft_notebook.train.rank._held_state import HeldState
+    from ft_notebook.train.rank._report import RankReporter
+    from ft_notebook.train.spec import FitSpec
 
 #: A checkpoint that holds up training longer than this says so in the rank's log.
 _STALL_WORTH_LOGGING_S = 0.05
@@ -136,7 +136,7 @@ class RankCheckpoints:
     def roll_back(self) -> int:
         """Back to the newest durable checkpoint (or the initial state), keeping the
         steps marked to be skipped; returns the step rolled back from."""
-        from ft_notebook.train._trainer import Trainer
+        from ft_notebook.train.rank._trainer import Trainer
 
         held = self.held
         ckpt = self.durable.newest()

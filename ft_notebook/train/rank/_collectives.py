@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ft_notebook.train._groups import Generation, PeerFailed, Waker
+from ft_notebook.train.rank._groups import Generation, PeerFailed, Waker
 
 
 class Collectives:

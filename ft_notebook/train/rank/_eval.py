@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ft_notebook.train._protocol import ReportKind, plain
+from ft_notebook.train.protocol import ReportKind, plain
 
 #: How long a due evaluation waits for the one before (it holds up training meanwhile).
 _GRACE_S = 1.0

@@ -20,7 +20,8 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook.exceptions import RendezvousTimeout
-from ft_notebook.train._groups import (
+from ft_notebook.train.protocol import How, Phase, ReportKind
+from ft_notebook.train.rank._groups import (
     Generation,
     GroupTimeouts,
     PeerFailed,
@@ -28,13 +29,12 @@ from ft_notebook.train._groups import (
     form_interruptibly,
     make_group,
 )
-from ft_notebook.train._partition import isolated
-from ft_notebook.train._protocol import How, Phase, ReportKind
+from ft_notebook.train.rank._partition import isolated
 
 if TYPE_CHECKING:
-    from ft_notebook.train._collectives import Collectives
-    from ft_notebook.train._protocol import Plan
-    from ft_notebook.train._rank_report import RankReporter
+    from ft_notebook.train.protocol import Plan
+    from ft_notebook.train.rank._collectives import Collectives
+    from ft_notebook.train.rank._report import RankReporter
 
 
 class NotMet(RendezvousTimeout):

@@ -12,10 +12,10 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from ft_notebook.train._verify import StateCheck
+from ft_notebook.train.rank._verify import StateCheck
 
 if TYPE_CHECKING:
-    from ft_notebook.train._trainer import Trainer
+    from ft_notebook.train.rank._trainer import Trainer
 
 
 class HeldState:

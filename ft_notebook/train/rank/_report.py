@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ft_notebook.train._protocol import REPORT_TOPIC, Phase, Report, ReportKind
+from ft_notebook.train.protocol import REPORT_TOPIC, Phase, Report, ReportKind
 
 logger = logging.getLogger("ft_notebook.train.rank")
 

@@ -17,18 +17,18 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ft_notebook.train._eval import BackgroundEval
-from ft_notebook.train._groups import Interrupted
-from ft_notebook.train._protocol import Phase, ReportKind, plain
+from ft_notebook.train.protocol import Phase, ReportKind, plain
+from ft_notebook.train.rank._eval import BackgroundEval
+from ft_notebook.train.rank._groups import Interrupted
 
 if TYPE_CHECKING:
-    from ft_notebook.train._agreement import StateAgreement
-    from ft_notebook.train._collectives import Collectives
-    from ft_notebook.train._held_state import HeldState
-    from ft_notebook.train._protocol import Plan
-    from ft_notebook.train._rank_checkpoints import RankCheckpoints
-    from ft_notebook.train._rank_report import RankReporter
-    from ft_notebook.train._spec import FitSpec
+    from ft_notebook.train.protocol import Plan
+    from ft_notebook.train.rank._agreement import StateAgreement
+    from ft_notebook.train.rank._checkpoints import RankCheckpoints
+    from ft_notebook.train.rank._collectives import Collectives
+    from ft_notebook.train.rank._held_state import HeldState
+    from ft_notebook.train.rank._report import RankReporter
+    from ft_notebook.train.spec import FitSpec
 
 #: Rank 0 reports progress at most this often.
 _PROGRESS_EVERY_S = 0.25

@@ -38,7 +38,7 @@ import numpy as np
 
 from ft_notebook._random import Stream
 from ft_notebook.train._sharding import DataCursor, epoch_order, split, split_chunks
-from ft_notebook.train._spec import FitSpec, steps_per_epoch
+from ft_notebook.train.spec import FitSpec, steps_per_epoch
 
 
 class Trainer:

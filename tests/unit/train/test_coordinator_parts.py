@@ -1,18 +1,21 @@
 """The run coordinator's parts (issue 17): every report kind has a handler, no class
-of ft_notebook.train borrows another's methods through ``TYPE_CHECKING`` stubs, and
-no module of it grows past the bound."""
+of ft_notebook.train grows past the bound (that none borrows another's methods
+through ``TYPE_CHECKING`` stubs is checked package-wide, in
+``tests/unit/store/test_no_owner_stubs.py``)."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import ft_notebook.train
-from ft_notebook.train._coordinator import RunCoordinator
-from ft_notebook.train._protocol import ReportKind
-from ft_notebook.train._reports import check_covers
+from ft_notebook.train.coordinator._plugin import RunCoordinator
+from ft_notebook.train.coordinator._reports import check_covers
+from ft_notebook.train.protocol import ReportKind
 
 pytestmark = pytest.mark.unit
 
@@ -32,49 +35,38 @@ def test_a_table_without_a_kind_is_refused() -> None:
         check_covers(table)
 
 
-def _stubbed_methods(path: Path) -> list[str]:
-    """``Class.method`` for each function defined under ``if TYPE_CHECKING:`` in a
-    class body of the module at ``path``."""
-    found = []
-    for cls in ast.walk(ast.parse(path.read_text(), str(path))):
-        if not isinstance(cls, ast.ClassDef):
-            continue
-        for stmt in cls.body:
-            test = stmt.test if isinstance(stmt, ast.If) else None
-            named = isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
-            attr = isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-            if isinstance(stmt, ast.If) and (named or attr):
-                found += [
-                    f"{cls.name}.{f.name}"
-                    for f in ast.walk(stmt)
-                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                ]
-    return found
-
-
-@pytest.mark.parametrize(
-    "module",
-    [p.name for p in sorted(TRAIN.glob("*.py"))],
-)
-def test_no_class_declares_methods_of_another_under_type_checking(module: str) -> None:
-    assert _stubbed_methods(TRAIN / module) == [], (
-        f"{module} declares methods under `if TYPE_CHECKING:` in a class body: give the "
-        f"class the object that has them (in its constructor) instead"
-    )
-
-
 #: Issue 17's bound on a module of the training package (and of the one fold).
 _MOST_LINES = 400
 
 
 @pytest.mark.parametrize(
     "path",
-    [*sorted(TRAIN.glob("*.py")), TRAIN.parent / "runfold.py"],
-    ids=lambda p: p.name,
+    [*sorted(TRAIN.rglob("*.py")), TRAIN.parent / "runfold.py"],
+    ids=lambda p: str(p.relative_to(TRAIN.parent)),
 )
 def test_no_training_module_outgrows_the_bound(path: Path) -> None:
     lines = len(path.read_text().splitlines())
     assert lines <= _MOST_LINES, (
         f"{path.name} has {lines} lines (at most {_MOST_LINES}): split it by responsibility, "
-        f"as _handle.py was taken out of _run.py"
+        f"as kernel/_handle.py was taken out of kernel/_fit.py"
     )
+
+
+def test_the_coordinator_loads_no_code_of_the_ranks_or_the_kernel() -> None:
+    """Issue 33: importing the coordinator loaded 37 of train's 40 modules, torch with
+    them, because it pickled the ranks' functions to call them. It calls them by name
+    now (train/protocol.py), so a scheduler loads only its own room and what the rooms
+    share."""
+    code = (
+        "import sys\n"
+        "import ft_notebook.train.coordinator\n"
+        "print(sorted(m for m in sys.modules if m.startswith('ft_notebook.train')))\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.splitlines()
+    loaded = ast.literal_eval(out[0])
+    assert [m for m in loaded if ".rank" in m or ".kernel" in m] == []
+    assert "ft_notebook.train.coordinator._plugin" in loaded
+    assert out[1] == "False"

@@ -9,18 +9,18 @@ from typing import Any
 
 from ft_notebook.cluster._control import ControlPlane
 from ft_notebook.events import Health, RunState
-from ft_notebook.train import _rank
-from ft_notebook.train._coordinator import RunCoordinator
-from ft_notebook.train._evictions import REFORMS_CAP
-from ft_notebook.train._protocol import How, Plan, Report
-from ft_notebook.train._record import Options, Record
+from ft_notebook.train.coordinator._evictions import REFORMS_CAP
+from ft_notebook.train.coordinator._plugin import RunCoordinator
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.protocol import How, Plan, RankOp, Report
+from ft_notebook.train.spec import RunOptions
 
 MEMBERS = ["0", "1", "2"]
 
 
 def _coordinator(min_workers: int = 1) -> tuple[RunCoordinator, Record]:
     coordinator = RunCoordinator()
-    record = Record("r", b"", Options(first_steps_floor_s=60.0, min_workers=min_workers))
+    record = Record("r", b"", RunOptions(first_steps_floor_s=60.0, min_workers=min_workers))
     coordinator.link.control = ControlPlane()  # not started: holds and status rows only
     coordinator.runs["r"] = record
     # nothing listens there: plans sent to them fail, as for a worker going away
@@ -119,9 +119,9 @@ def test_the_evicted_rank_is_told_to_stop_now_and_again_when_the_run_ends() -> N
     record.members.actors = {m: f"tcp://w{m}" for m in MEMBERS}
     stops: list[tuple[str, str, str]] = []
 
-    async def call(address: str, fn: Any, *args: Any) -> Any:
-        if fn is _rank.deliver:
-            plan = Plan.from_wire(args[1])
+    async def call(address: str, op: RankOp, **kwargs: Any) -> Any:
+        if op is RankOp.DELIVER:
+            plan = Plan.from_wire(kwargs["plan"])
             if plan.stop:
                 stops.append((address, plan.stop.split(":")[0], plan.incarnation))
         return "delivered"

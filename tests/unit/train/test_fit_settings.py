@@ -19,9 +19,9 @@ import pytest
 from ft_notebook.config import get_config, reload_config
 from ft_notebook.exceptions import TrainingError
 from ft_notebook.testing.training import counting_problem
-from ft_notebook.train import _run, fit
-from ft_notebook.train._record import Options
-from ft_notebook.train._spec import FitSpec
+from ft_notebook.train.kernel import _fit as _run
+from ft_notebook.train.kernel import fit
+from ft_notebook.train.spec import FitSpec, RunOptions
 
 #: fit's arguments that are settings: None takes the one of that name in the config.
 SETTINGS = ("checkpoint_every", "min_workers", "fast_recovery", "nonfinite_limit", "device", "amp")
@@ -40,8 +40,15 @@ class RecordingClient:
     def register_plugin(self, plugin: Any) -> None:
         pass
 
-    def run_on_scheduler(self, function: Any, **kwargs: Any) -> None:
+    @property
+    def scheduler(self) -> Any:
+        return self  # its handler ft_train is the method below
+
+    def ft_train(self, **kwargs: Any) -> None:
         self.submitted = kwargs
+
+    def sync(self, handler: Any, **kwargs: Any) -> Any:
+        return handler(**kwargs)
 
 
 @pytest.fixture(autouse=True)
@@ -57,10 +64,11 @@ def client(monkeypatch: pytest.MonkeyPatch) -> RecordingClient:
     return recording
 
 
-def _fit(client: RecordingClient, batch: int = 32, **kw: Any) -> tuple[FitSpec, Options]:
+def _fit(client: RecordingClient, batch: int = 32, **kw: Any) -> tuple[FitSpec, RunOptions]:
     fit(**counting_problem(batch=batch), store="memory://fit-settings", wait=False, **kw)
     spec = pickle.loads(client.submitted["spec"])  # cloudpickle writes plain pickles
-    return spec, client.submitted["options"]
+    assert client.submitted["action"] == "submit"
+    return spec, RunOptions.from_wire(client.submitted["options"])
 
 
 def test_fit_takes_every_setting_left_out_from_the_config(client: RecordingClient) -> None:
@@ -118,10 +126,10 @@ def test_the_spec_keeps_its_values_wherever_it_is_unpickled(client: RecordingCli
 
 
 def test_specs_built_directly_take_the_config_too() -> None:
-    """Tests and tools that build a FitSpec or Options themselves get the same values
+    """Tests and tools that build a FitSpec or RunOptions themselves get the same values
     fit would: the defaults are not written twice."""
     train = get_config().train
-    spec, options = FitSpec(**counting_problem(), epochs=1), Options()
+    spec, options = FitSpec(**counting_problem(), epochs=1), RunOptions()
     for f in dataclasses.fields(train):
         holder = spec if hasattr(spec, f.name) else options
         assert getattr(holder, f.name) == getattr(train, f.name), f.name

@@ -10,25 +10,25 @@ from typing import Any
 
 from ft_notebook.cluster._control import ControlPlane
 from ft_notebook.events import RunState
-from ft_notebook.train import _rank
-from ft_notebook.train._coordinator import RunCoordinator
-from ft_notebook.train._protocol import How, Plan
-from ft_notebook.train._record import Options, Record
+from ft_notebook.train.coordinator._plugin import RunCoordinator
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.protocol import How, Plan, RankOp
+from ft_notebook.train.spec import RunOptions
 
 
 def test_a_rank_that_starts_after_its_run_ended_is_sent_the_stop_plan() -> None:
-    coordinator, record = RunCoordinator(), Record("r", b"spec", Options())
+    coordinator, record = RunCoordinator(), Record("r", b"spec", RunOptions())
     coordinator.link.control = ControlPlane()  # not started: holds and status rows only
     coordinator.runs["r"] = record
     calls: list[tuple[str, Any]] = []
     started = asyncio.Event()
 
-    async def call(address: str, fn: Any, *args: Any) -> Any:
-        if fn is _rank.start_rank:
+    async def call(address: str, op: RankOp, **kwargs: Any) -> Any:
+        if op is RankOp.START:
             await started.wait()  # the worker is slow to start the actor
-            calls.append(("start", args[2]))
+            calls.append(("start", kwargs["name"]))
             return "started"
-        calls.append(("deliver", Plan.from_wire(args[1])))
+        calls.append(("deliver", Plan.from_wire(kwargs["plan"])))
         return "delivered"
 
     coordinator.link.call = call  # type: ignore[method-assign]

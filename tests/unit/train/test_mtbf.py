@@ -9,7 +9,7 @@ import dask.config
 import pytest
 
 from ft_notebook.events import Event, WorkerHung, WorkerJoined, WorkerLost, cluster_topic, publish
-from ft_notebook.train._mtbf import FEWEST_FAILURES, WINDOW_S, journal_mtbf, planning_mtbf
+from ft_notebook.train.kernel._mtbf import FEWEST_FAILURES, WINDOW_S, journal_mtbf, planning_mtbf
 
 pytestmark = pytest.mark.unit
 HOUR = 3600.0
@@ -74,7 +74,7 @@ def test_fit_s_mtbf_reads_the_real_journal_and_the_setting_turns_it_off(
     assert three.seconds < 60  # the journal is seconds old: a cluster failing that often
     assert planning_mtbf(None, 6 * HOUR, from_journal=False).seconds == 6 * HOUR
     from ft_notebook.config import reload_config
-    from ft_notebook.train._spec import FitSpec
+    from ft_notebook.train.spec import FitSpec
 
     def from_journal() -> bool:
         spec = FitSpec(model=None, optimizer=None, loss=None, data=None, epochs=1, batch_size=1)

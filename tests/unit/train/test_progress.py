@@ -8,7 +8,7 @@ from typing import Any
 
 from ft_notebook.events import RunState
 from ft_notebook.runfold import Recovery, RunView
-from ft_notebook.train._progress import Progress, progress_line
+from ft_notebook.train.kernel._progress import Progress, progress_line
 
 
 def view(step: int, **more: Any) -> RunView:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from ft_notebook.train._protocol import How, Plan, Report, ReportKind, UnknownMessage
+from ft_notebook.train.protocol import How, Plan, Report, ReportKind, UnknownMessage
 
 
 def test_plans_and_reports_come_back_as_their_kinds_through_msgpack() -> None:
@@ -45,7 +45,7 @@ def test_a_report_the_event_log_refuses_is_an_error_not_a_debug_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The synced reports lost to a refused enum were logged at debug level only."""
-    from ft_notebook.train._rank_report import RankReporter
+    from ft_notebook.train.rank._report import RankReporter
 
     class Refusing:
         def log_event(self, topic: str, msg: object) -> None:

@@ -42,6 +42,6 @@ def test_an_optimizers_first_use_imports_torch_dynamo_lazily() -> None:
 
 
 def test_after_the_actors_warm_up_first_use_imports_nothing_that_can_deadlock() -> None:
-    warm = "from ft_notebook.train._rank import import_lazy_torch; import_lazy_torch()"
+    warm = "from ft_notebook.train.rank._actor import import_lazy_torch; import_lazy_torch()"
     late = _imported_by_first_use(warm)
     assert not {m for m in late if m.startswith(("torch._dynamo", "torch._inductor"))}, late

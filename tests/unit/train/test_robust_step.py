@@ -15,8 +15,8 @@ from ft_notebook.robust import aggregator
 from ft_notebook.testing.training import regression_problem
 from ft_notebook.train._robust import rule_of, smallest_world, turn_bad, turn_good
 from ft_notebook.train._sharding import split
-from ft_notebook.train._spec import FitSpec
-from ft_notebook.train._trainer import Trainer
+from ft_notebook.train.rank._trainer import Trainer
+from ft_notebook.train.spec import FitSpec
 
 CPU = torch.device("cpu")
 WORLD = 3

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from ft_notebook.exceptions import TrainingError
 from ft_notebook.testing.training import regression_problem
 from ft_notebook.train._sharding import epoch_order, split, split_chunks
-from ft_notebook.train._spec import FitSpec
-from ft_notebook.train._trainer import Trainer
+from ft_notebook.train.rank._trainer import Trainer
+from ft_notebook.train.spec import FitSpec
 
 MODES: dict[str, dict[str, Any]] = {
     "float64 sums": {},

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from ft_notebook.testing.training import regression_problem
-from ft_notebook.train._spec import FitSpec
-from ft_notebook.train._trainer import Trainer
+from ft_notebook.train.rank._trainer import Trainer
+from ft_notebook.train.spec import FitSpec
 
 CPU = torch.device("cpu")
 

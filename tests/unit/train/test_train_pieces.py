@@ -16,15 +16,15 @@ import torch.distributed as dist
 from ft_notebook.exceptions import TrainingError
 from ft_notebook.testing import poll_for
 from ft_notebook.testing.training import counting_problem, regression_problem
-from ft_notebook.train import _history
-from ft_notebook.train._coordinator import RunCoordinator
-from ft_notebook.train._groups import Interrupted, PeerFailed, Waker
-from ft_notebook.train._protocol import How, Plan, Report
-from ft_notebook.train._record import Options, Record
-from ft_notebook.train._spec import FitSpec, dumps_spec
-from ft_notebook.train._stall import stall_threshold
-from ft_notebook.train._trainer import Trainer
-from ft_notebook.train._verify import SLOTS, StateCheck, StateUnverified, fingerprint
+from ft_notebook.train.coordinator import _progress_reports as _history
+from ft_notebook.train.coordinator._plugin import RunCoordinator
+from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.coordinator._stall import stall_threshold
+from ft_notebook.train.protocol import How, Plan, Report
+from ft_notebook.train.rank._groups import Interrupted, PeerFailed, Waker
+from ft_notebook.train.rank._trainer import Trainer
+from ft_notebook.train.rank._verify import SLOTS, StateCheck, StateUnverified, fingerprint
+from ft_notebook.train.spec import FitSpec, RunOptions, dumps_spec
 
 pytestmark = pytest.mark.unit
 
@@ -201,7 +201,7 @@ def test_a_failed_collective_raises_peer_failed() -> None:
 
 
 def test_the_stall_threshold_adapts_to_the_step_time() -> None:
-    record = Record("r", b"", Options(stall_factor=30, stall_min_s=10, first_steps_floor_s=300))
+    record = Record("r", b"", RunOptions(stall_factor=30, stall_min_s=10, first_steps_floor_s=300))
     assert stall_threshold(record) == 300  # the first steps: the floor
     record.progress.step_times = [0.1] * 10
     assert stall_threshold(record) == 10  # never under stall-min
@@ -225,14 +225,14 @@ def test_spec_checks_name_the_mistake() -> None:
 
 
 def test_a_run_name_used_again_gets_fresh_rendezvous_prefixes() -> None:
-    first, second = Record("same", b"", Options()), Record("same", b"", Options())
+    first, second = Record("same", b"", RunOptions()), Record("same", b"", RunOptions())
     plans = [Plan("same", 1, ("a",), ("h", 1), incarnation=r.incarnation) for r in (first, second)]
     assert plans[0].prefix != plans[1].prefix  # old keys in the store are never met
     assert plans[0].prefix.startswith("ft/same/")
 
 
 def test_a_durable_save_tells_how_long_it_held_up_training(tmp_path: Any) -> None:
-    from ft_notebook.train._durable import DurableCheckpoints
+    from ft_notebook.train.rank._durable import DurableCheckpoints
 
     durable = DurableCheckpoints(str(tmp_path), keep=2, run="r", every=10)
     state = {"w": torch.randn(1 << 20)}
@@ -246,7 +246,7 @@ def test_a_durable_save_tells_how_long_it_held_up_training(tmp_path: Any) -> Non
 
 
 def test_a_commit_is_told_when_it_happens_not_at_the_next_save(tmp_path: Any) -> None:
-    from ft_notebook.train._durable import DurableCheckpoints
+    from ft_notebook.train.rank._durable import DurableCheckpoints
 
     told: list[int] = []
     durable = DurableCheckpoints(str(tmp_path), keep=2, run="r", every=10, on_commit=told.append)
@@ -259,7 +259,7 @@ def test_a_commit_is_told_when_it_happens_not_at_the_next_save(tmp_path: Any) ->
 def test_a_save_due_while_the_last_is_still_written_waits_for_the_next_turn(
     tmp_path: Any,
 ) -> None:
-    from ft_notebook.train._durable import DurableCheckpoints
+    from ft_notebook.train.rank._durable import DurableCheckpoints
 
     durable = DurableCheckpoints(str(tmp_path), keep=2, run="r", every=10)
     big = {"w": torch.randn(64 << 20)}  # 256 MB: still being written just after
@@ -283,7 +283,7 @@ def test_a_save_due_while_the_last_is_still_written_waits_for_the_next_turn(
 
 
 def test_the_first_saves_memory_is_warmed_once_in_the_background(tmp_path: Any) -> None:
-    from ft_notebook.train._durable import DurableCheckpoints
+    from ft_notebook.train.rank._durable import DurableCheckpoints
 
     durable = DurableCheckpoints(str(tmp_path), keep=2, run="r", every=10)
     state = {"w": torch.randn(1 << 20), "b": torch.randn(3)}
@@ -321,7 +321,7 @@ class _Reports:
 
 
 def test_a_background_evaluation_sees_its_step_and_leaves_training_alone() -> None:
-    from ft_notebook.train._eval import BackgroundEval
+    from ft_notebook.train.rank._eval import BackgroundEval
 
     model = torch.nn.Linear(2, 1)
     for p in model.parameters():
@@ -350,7 +350,7 @@ def test_a_background_evaluation_sees_its_step_and_leaves_training_alone() -> No
 
 
 def test_an_evaluation_that_raises_or_cannot_be_copied_is_reported_not_fatal() -> None:
-    from ft_notebook.train._eval import BackgroundEval
+    from ft_notebook.train.rank._eval import BackgroundEval
 
     def broken(m: torch.nn.Module) -> dict[str, float]:
         raise ValueError("no validation data")
@@ -375,7 +375,7 @@ def test_an_evaluation_that_raises_or_cannot_be_copied_is_reported_not_fatal() -
 
 
 def test_a_hung_final_evaluation_does_not_keep_the_run_open() -> None:
-    from ft_notebook.train._eval import BackgroundEval
+    from ft_notebook.train.rank._eval import BackgroundEval
 
     stuck = threading.Event()
     reports = _Reports()
@@ -393,7 +393,7 @@ def _progress(step: int, **data: Any) -> Report:
 
 
 def test_evaluations_land_at_their_step_and_the_history_stays_bounded() -> None:
-    record = Record("r", b"", Options())
+    record = Record("r", b"", RunOptions())
     for step in range(1, 11):
         _history.on_progress(record, _progress(step, samples_per_s=10.0))
     late = Report("r", "0", "eval", 1, 10, 99.0, {"eval_step": 4, "eval": {"acc": 0.5}})
@@ -416,7 +416,7 @@ def test_evaluations_land_at_their_step_and_the_history_stays_bounded() -> None:
 
 
 def test_rank_zero_saying_its_checkpoints_lag_shows_on_the_run() -> None:
-    record = Record("r", b"", Options())
+    record = Record("r", b"", RunOptions())
     _history.on_progress(record, _progress(1, lagging=True))
     assert record.noted.lagging
     _history.on_progress(record, _progress(2, lagging=False))
@@ -439,7 +439,7 @@ def test_collectives_failing_with_no_loss_fail_the_run_once_its_step_stands_stil
     from ft_notebook.cluster._control import ControlPlane
     from ft_notebook.events import RunState
 
-    coordinator, record = RunCoordinator(), Record("r", b"", Options(first_steps_floor_s=1.0))
+    coordinator, record = RunCoordinator(), Record("r", b"", RunOptions(first_steps_floor_s=1.0))
     coordinator.link.control = ControlPlane()  # not started: holds and status rows only
     coordinator.runs["r"] = record
     # nothing listens there: the plans sent to them fail, as for a worker going away
@@ -506,8 +506,8 @@ def test_a_rank_refuses_to_resume_from_a_checkpoint_of_other_data_settings(
 ) -> None:
     """Where the kernel cannot reach the store, the ranks' own resume checks the
     checkpoint it reads: with another batch size it would skip and repeat samples."""
-    from ft_notebook.train._held_state import HeldState
-    from ft_notebook.train._rank_checkpoints import RankCheckpoints
+    from ft_notebook.train.rank._checkpoints import RankCheckpoints
+    from ft_notebook.train.rank._held_state import HeldState
 
     def rank(batch: int) -> RankCheckpoints:
         spec = _spec(
@@ -567,10 +567,10 @@ class _Rank:
 def _trio_ranks() -> list[Any]:
     """Three rank states on real gloo groups (threads of this process), each having
     committed step 3 of the same training."""
-    from ft_notebook.train._agreement import StateAgreement
-    from ft_notebook.train._collectives import Collectives
-    from ft_notebook.train._groups import Generation
-    from ft_notebook.train._held_state import HeldState
+    from ft_notebook.train.rank._agreement import StateAgreement
+    from ft_notebook.train.rank._collectives import Collectives
+    from ft_notebook.train.rank._groups import Generation
+    from ft_notebook.train.rank._held_state import HeldState
 
     store = dist.HashStore()
     members = ("a", "b", "c")
@@ -720,7 +720,7 @@ def test_the_suspects_of_the_steps_after_the_last_progress_report_count_too() ->
     to a third of its steps that way under load)."""
     from ft_notebook.cluster._control import ControlPlane
 
-    coordinator, record = RunCoordinator(), Record("r", b"", Options())
+    coordinator, record = RunCoordinator(), Record("r", b"", RunOptions())
     coordinator.link.control = ControlPlane()  # not started: holds and status rows only
     coordinator.runs["r"] = record
     done = Report("r", "0", "done", 1, 72, 1.0, {"suspects": {"3": 30}, "mean_steps": 1})

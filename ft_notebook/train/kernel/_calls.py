@@ -1,0 +1,22 @@
+"""How a kernel reaches a run: the coordinator's scheduler handler, the ranks' worker
+handlers (see :mod:`ft_notebook.train.protocol`). Nothing here is pickled: actions,
+names and the run's options go as plain values, the spec as the bytes ``fit`` made.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ft_notebook.train.protocol import SCHEDULER_HANDLER, RankOp, RunAction
+
+
+def ask(client: Any, action: RunAction, **kwargs: Any) -> Any:
+    """The coordinator's answer to ``action``."""
+    handler = getattr(client.scheduler, SCHEDULER_HANDLER)
+    return client.sync(handler, action=action.value, **kwargs)
+
+
+def ask_every_worker(client: Any, op: RankOp, **kwargs: Any) -> dict[str, Any]:
+    """Each live worker's answer to ``op`` (address -> answer, or the error it raised)."""
+    message = {"op": op.value, **kwargs}
+    return dict(client.sync(client.scheduler.broadcast, msg=message, on_error="return"))
