@@ -8,7 +8,7 @@ torchft replica has done its imports before it asks to join. First starts do not
 pay it (:mod:`._preload` imports torch only): a cluster that never trains does not
 need it, and a first run pays it once while it warms up anyway.
 
-:mod:`ft_notebook.train._rank` imports the same modules under a lock
+:mod:`ft_notebook.train.rank._actor` imports the same modules under a lock
 (``import_lazy_torch``), a no-op once this ran.
 """
 

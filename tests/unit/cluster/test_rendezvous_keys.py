@@ -9,7 +9,7 @@ import pytest
 import torch.distributed as dist
 
 from ft_notebook.cluster._rendezvous import open_store
-from ft_notebook.train._protocol import Plan, generation_prefix
+from ft_notebook.train.protocol import Plan, generation_prefix
 
 pytestmark = pytest.mark.unit
 
