@@ -38,6 +38,14 @@ class RankHandlers(WorkerPlugin):
     idempotent = True
 
     def setup(self, worker: Any) -> None:
-        worker.handlers.update(
-            {op.value: functools.partial(fn, dask_worker=worker) for op, fn in _HANDLERS.items()}
-        )
+        worker.handlers.update({op.value: _bound(fn, worker) for op, fn in _HANDLERS.items()})
+
+
+def _bound(fn: Callable[..., Any], worker: Any) -> Callable[..., Any]:
+    """``fn`` given the worker it runs on; with its own name, which Dask logs."""
+
+    @functools.wraps(fn)
+    def handler(**kwargs: Any) -> Any:
+        return fn(**kwargs, dask_worker=worker)
+
+    return handler
