@@ -77,7 +77,14 @@ def _signal(
     target = choose(client.run_on_scheduler(scheduler_workers), worker, rng)
     address = target["address"]
     if target["nanny"]:
-        result = client.run(signal_worker_process, int(sig), workers=[address], nanny=True)
+        try:
+            result = client.run(signal_worker_process, int(sig), workers=[address], nanny=True)
+        except KeyError as e:  # the scheduler dropped it between the listing and the signal
+            raise ClusterError(
+                f"Worker {target['name']!r} left before it could be signalled (it was at "
+                f"{address}, now unknown to the scheduler: {e}). It may be restarting: "
+                f"list the workers again and retry."
+            ) from e
         pid = int(result[address])
     elif target["pid"] and get_address_host(address) in _local_hosts():
         pid = int(target["pid"])

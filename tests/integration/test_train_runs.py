@@ -645,7 +645,7 @@ def test_an_evaluation_on_the_training_thread_longer_than_the_rendezvous_timeout
 def test_a_cancelled_run_stops_and_the_cluster_stays_usable(
     client: Client, tmp_path: Path, unique_name: str
 ) -> None:
-    from ft_notebook.train._rank import rank_state
+    from ft_notebook.train.rank._actor import rank_state
 
     run = fit(
         epochs=50,

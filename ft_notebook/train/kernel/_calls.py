@@ -11,9 +11,18 @@ from ft_notebook.train.protocol import SCHEDULER_HANDLER, RankOp, RunAction
 
 
 def ask(client: Any, action: RunAction, **kwargs: Any) -> Any:
-    """The coordinator's answer to ``action``."""
+    """The coordinator's answer to ``action``, with its lists as lists (Dask's msgpack
+    hands every array back as a tuple)."""
     handler = getattr(client.scheduler, SCHEDULER_HANDLER)
-    return client.sync(handler, action=action.value, **kwargs)
+    return _lists(client.sync(handler, action=action.value, **kwargs))
+
+
+def _lists(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_lists(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    return value
 
 
 def ask_every_worker(client: Any, op: RankOp, **kwargs: Any) -> dict[str, Any]:

@@ -75,3 +75,24 @@ def test_chaos_targets_by_stable_name_or_at_random() -> None:
         choose(WORKERS, "gpu9", None)
     with pytest.raises(ClusterError, match="no workers"):
         choose([], "random", None)
+
+
+class _SchedulerThatDroppedTheWorker:
+    """Lists cpu1, then answers the signal as Dask's scheduler does for a worker it
+    removed in between (a KeyError from its ``broadcast``)."""
+
+    def run_on_scheduler(self, fn: object) -> list[dict[str, object]]:
+        return WORKERS
+
+    def run(self, *args: object, workers: list[str], **kwargs: object) -> dict[str, int]:
+        raise KeyError(workers[0])
+
+
+def test_a_worker_gone_between_the_listing_and_the_signal_is_a_cluster_error() -> None:
+    """A chaos drill killed a worker at the moment the scheduler removed it, and got
+    the scheduler's bare KeyError; callers (the drills, ``%ft chaos``) expect a
+    ClusterError for a worker that is gone."""
+    from ft_notebook.cluster.chaos import kill_worker
+
+    with pytest.raises(ClusterError, match=r"'cpu1' left before it could be signalled"):
+        kill_worker(_SchedulerThatDroppedTheWorker(), "cpu1")
