@@ -68,6 +68,7 @@ __all__ = [
     "WorkerJoined",
     "WorkerLost",
     "cluster_topic",
+    "event_of",
     "history",
     "publish",
     "run_topic",
@@ -459,22 +460,38 @@ def publish(
     """
     from ft_notebook import _delivery
 
-    data = {f.name: _plain(getattr(payload, f.name)) for f in dataclasses.fields(payload)}  # type: ignore[arg-type]
-
     def make(seq: int) -> Event:
-        return Event(
-            topic=topic,
-            kind=payload.kind,
-            seq=seq,
-            time=time.time(),
-            run=run,
-            worker=worker,
-            generation=generation,
-            step=step,
-            data=data,
+        return event_of(
+            payload, topic, seq=seq, run=run, worker=worker, generation=generation, step=step
         )
 
     return _delivery.publish(topic, make, via=via)
+
+
+def event_of(
+    payload: EventPayload,
+    topic: str,
+    *,
+    seq: int = 0,
+    run: str | None = None,
+    worker: str | None = None,
+    generation: int | None = None,
+    step: int | None = None,
+) -> Event:
+    """``payload`` in its envelope, stamped now; ``seq`` 0 is an event no journal
+    numbered (one that could not be published, still folded by its publisher)."""
+    data = {f.name: _plain(getattr(payload, f.name)) for f in dataclasses.fields(payload)}  # type: ignore[arg-type]
+    return Event(
+        topic=topic,
+        kind=payload.kind,
+        seq=seq,
+        time=time.time(),
+        run=run,
+        worker=worker,
+        generation=generation,
+        step=step,
+        data=data,
+    )
 
 
 def subscribe(

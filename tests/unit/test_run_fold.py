@@ -245,7 +245,7 @@ def test_coordinator_dashboard_and_panel_read_one_recovery(
     events = history(run_topic(unique_name))
     assert RecoveryCompleted.kind in [e.kind for e in events]
     [folded] = _fold(events).recoveries
-    assert folded == record.recovery.recoveries[0]
+    assert folded == record.view.recoveries[0]
     dashboard = DashboardState(run=unique_name)
     for event in events:
         dashboard.apply(event)

@@ -47,8 +47,6 @@ class RunEnd:
         _history.add_robust_window(record, r.data)  # the steps after the last progress
         record.step, record.epoch = r.step, int(r.data.get("epoch", record.epoch))
         record.loss = r.data.get("loss", record.loss)
-        if r.data.get("checkpoint") is not None:
-            record.noted.checkpoint = r.data["checkpoint"]
         self.finish(record, RunState.COMPLETED, f"{r.step} steps")
 
     def on_error(self, record: Record, r: Report) -> None:

@@ -62,7 +62,7 @@ class RunNotes:
         )
 
     def on_checkpoint(self, record: Record, r: Report) -> None:
-        record.noted.checkpoint = r.data.get("checkpoint_step")
+        # the step is the store's event's (its commit), which the record's view folds
         record.noted.lagging = False
         if isinstance(r.data.get("stall_s"), (int, float)):  # what the save cost training
             record.noted.checkpoint_costs = [

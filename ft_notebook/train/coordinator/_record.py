@@ -9,10 +9,16 @@ its own book in it: ``members`` (:class:`MemberBook`: :mod:`._membership` and
 ``recovery`` (:class:`RecoveryBook`: :mod:`._recoveries`), ``progress``
 (:class:`ProgressBook`: :mod:`._history`) and ``noted`` (:class:`NoteBook`:
 :mod:`._notes`). The few fields every part reads stay on the record itself:
-``state``, ``reason`` and ``health`` (written by :mod:`._status`), ``plan``
-(:mod:`._generations`), ``finished_at`` and ``errors`` (:mod:`._end`),
+``plan`` (:mod:`._generations`), ``finished_at`` and ``errors`` (:mod:`._end`),
 ``highest_step`` (:mod:`._reports`); ``step``, ``epoch``, ``loss`` and
-``last_advance`` move on with the reports that carry them.
+``last_advance`` move on with the reports that carry them (what the ranks said).
+
+What the run *is*, as everyone else sees it, is not kept here but in ``view``: the
+fold of the events the coordinator published (state, health, reason, progress,
+recoveries) and of the checkpoints the ranks' stores announced, by the same
+:class:`~ft_notebook.runfold.RunView` the dashboards, the REST API and the panel
+fold the run's journal with. :mod:`._status` is its one writer, and only by
+publishing, so ``info()`` and every view cannot disagree on a fact.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ft_notebook.events import Health, RunState
-from ft_notebook.runfold import Recovery
+from ft_notebook.runfold import RunView
 from ft_notebook.train.protocol import Plan
 from ft_notebook.train.spec import RunOptions
 
@@ -67,10 +73,10 @@ class GenerationBook:
 @dataclass
 class RecoveryBook:
     """Losses and their recoveries: ``pending`` is opened by :mod:`._generations`;
-    the rest, and closing ``pending``, is :mod:`._recoveries`."""
+    the rest, and closing ``pending``, is :mod:`._recoveries`. The recoveries completed
+    are events: the record's ``view`` holds them."""
 
     pending: dict[str, Any] | None = None  # a recovery under way
-    recoveries: list[Recovery] = field(default_factory=list)
     joins: list[dict[str, Any]] = field(default_factory=list)  # joiners once they trained
     #: Re-forms of the same members after collectives failed at one step with no
     #: loss: {"step", "since" (the first), "count" (since the last eviction), "failures"}.
@@ -100,7 +106,6 @@ class NoteBook:
 
     notes: list[dict[str, Any]] = field(default_factory=list)  # nonfinite, rollback, repairs
     nonfinite: int = 0
-    checkpoint: int | None = None  # the newest committed checkpoint's step
     lagging: bool = False
     #: Seconds each newest checkpoint held training (from rank 0's reports).
     checkpoint_costs: list[float] = field(default_factory=list)
@@ -116,9 +121,11 @@ class Record:
     name: str
     spec: bytes
     options: RunOptions
-    state: RunState = RunState.PENDING  # with health and reason: ._status
-    health: Health = Health.HEALTHY
-    reason: str = ""
+    #: What the run's events say of it, folded as every other view folds them: the
+    #: one place its state, health, reason and everything ``info()`` shows of its
+    #: progress live. Only :mod:`._status` moves it, by publishing an event (and the
+    #: rank's checkpoint events, which it hears).
+    view: RunView = field(default_factory=RunView)
     plan: Plan | None = None  # ._generations
     step: int = 0
     highest_step: int = 0  # ._reports
@@ -136,29 +143,44 @@ class Record:
     noted: NoteBook = field(default_factory=NoteBook)
 
     @property
+    def state(self) -> RunState:
+        return self.view.state or RunState.PENDING  # None: its start not folded yet
+
+    @property
+    def health(self) -> Health:
+        return self.view.health or Health.HEALTHY
+
+    @property
+    def reason(self) -> str:
+        return self.view.reason
+
+    @property
     def finished(self) -> bool:
         return self.state.finished
 
     def info(self) -> dict[str, Any]:
-        plan = self.plan
+        """The run as its events tell it (the fold the dashboards, the REST API and the
+        panel read too), and what only the coordinator knows (members, history,
+        errors, notes)."""
+        plan, view = self.plan, self.view
         costs = sorted(self.noted.checkpoint_costs)
         return {
             "name": self.name,
             "state": self.state.value,
             "health": self.health.value,
             "reason": self.reason,
-            "step": self.step,
+            "step": view.step or 0,
             "total_steps": self.options.total_steps,
-            "epoch": self.epoch,
-            "loss": self.loss,
-            "world_size": self.gens.world,
+            "epoch": view.epoch or 0,
+            "loss": view.loss,
+            "world_size": view.world_size or 0,
             "members": list(plan.members) if plan is not None else [],
             "generation": plan.gen if plan is not None else 0,
             "history": list(self.progress.history),
-            "recoveries": [r.as_dict() for r in self.recovery.recoveries],
+            "recoveries": [r.as_dict() for r in view.recoveries],
             "errors": dict(self.errors),
             "notes": list(self.noted.notes[-200:]),
-            "checkpoint": self.noted.checkpoint,
+            "checkpoint": view.checkpoint_step,
             "resumed_from": self.members.resumed_from,
             "joins": list(self.recovery.joins),
             "lagging": self.noted.lagging,
@@ -169,8 +191,8 @@ class Record:
             "checkpoint_cost_s": costs[len(costs) // 2] if costs else None,
             "checkpoint_plan": self.noted.checkpoint_plan,
             # a robust aggregator: steps each worker's gradient was suspect in
-            "suspects": dict(self.progress.suspects),
-            "mean_steps": self.progress.mean_steps,
+            "suspects": dict(view.suspects),
+            "mean_steps": view.mean_steps,
             # members taken out for not meeting their peers, and why
             "evicted": dict(self.members.evicted),
         }

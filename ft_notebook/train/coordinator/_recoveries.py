@@ -75,10 +75,10 @@ class Recoveries:
             # the members checked that they went on from one state a member vouched for
             verified=plan.gen in record.gens.verified,
         )
-        record.recovery.recoveries.append(recovery)
         record.step = max(record.step, r.step)
         record.last_advance = time.time()
-        self.status.publish(record, recovery.as_payload())  # the whole recovery: folds agree
+        # the whole recovery, which the record's view (run.info()) folds as every view does
+        self.status.publish(record, recovery.as_payload())
         again = f"recovered with {len(plan.members)} workers"
         self.status.set_state(record, RunState.RUNNING, again)
         self.status.update_health(record)

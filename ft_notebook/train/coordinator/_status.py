@@ -1,22 +1,29 @@
 """A run's state and health, and the events that tell of them.
 
-:class:`RunStatus` owns the transitions of ``Record.state`` (with its reason) and
-``Record.health``, and publishing on the run's topic: each transition publishes one
-event, and one that changes nothing publishes none. Every other part of the
-coordinator is given it and publishes through it.
+:class:`RunStatus` is the one writer of a record's ``view``, what the run is as
+everyone sees it: it publishes on the run's topic and folds what it published (and
+the checkpoints the ranks' stores announce) with the fold every view uses. A state or
+health transition publishes one event, and one that changes nothing publishes none.
+Every other part of the coordinator is given it and publishes through it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from ft_notebook._delivery import carried
 from ft_notebook.events import (
+    TOPIC_PREFIX,
+    CheckpointCommitted,
     Health,
     HealthChanged,
     RunStarted,
     RunState,
     RunStateChanged,
+    event_of,
     publish,
     run_topic,
 )
@@ -24,6 +31,9 @@ from ft_notebook.train.coordinator._link import SchedulerLink
 from ft_notebook.train.coordinator._record import Record
 
 logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
+
+#: A run's topic is this and its name.
+RUN_TOPIC_PREFIX = f"{TOPIC_PREFIX}.run."
 
 
 class RunStatus:
@@ -48,8 +58,7 @@ class RunStatus:
     def set_state(self, record: Record, state: RunState, reason: str) -> None:
         if record.state is state:
             return
-        previous, record.state, record.reason = record.state, state, reason
-        self.publish(record, RunStateChanged(state=state, previous=previous, reason=reason))
+        self.publish(record, RunStateChanged(state=state, previous=record.state, reason=reason))
 
     def update_health(self, record: Record) -> None:
         """Healthy with as many workers training as the run began with, else degraded."""
@@ -65,21 +74,30 @@ class RunStatus:
     def set_health(self, record: Record, health: Health, reason: str) -> None:
         if record.health is health:
             return
-        previous, record.health = record.health, health
-        self.publish(record, HealthChanged(health=health, previous=previous, reason=reason))
+        self.publish(record, HealthChanged(health=health, previous=record.health, reason=reason))
 
     def publish(self, record: Record, payload: Any) -> None:
-        """Publish ``payload`` on the run's topic; a failure is logged, and the run goes on."""
+        """Publish ``payload`` on the run's topic and fold it into the record's view.
+        A failure to publish is logged and the event folded all the same: the run goes
+        on, and ``run.info()`` says what the coordinator decided."""
+        topic = run_topic(record.name)
         try:
-            publish(
-                payload,
-                run_topic(record.name),
-                run=record.name,
-                via=self.link.scheduler,
-                step=record.step,
+            event = publish(
+                payload, topic, run=record.name, via=self.link.scheduler, step=record.step
             )
         except Exception:
             logger.exception("could not publish %s of run %s", payload.kind, record.name)
+            event = event_of(payload, topic, run=record.name, step=record.step)
+        record.view = record.view.apply(event)
+
+    def heard(self, runs: Mapping[str, Record], topic: str, msg: Any) -> None:
+        """A checkpoint a rank's store announced (``log_event``), folded into its run's
+        view. Other processes number their events from the same journal, so it may
+        come after a newer one of ours: it is folded whatever its number."""
+        record = runs.get(topic.removeprefix(RUN_TOPIC_PREFIX)) if topic else None
+        event = carried(msg) if record is not None else None
+        if record is not None and event is not None and event.kind == CheckpointCommitted.kind:
+            record.view = record.view.apply(replace(event, seq=0))
 
 
 def _registered_name(address: str) -> str:
