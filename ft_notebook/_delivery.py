@@ -53,18 +53,6 @@ def publish(topic: str, make: Callable[[int], Event], *, via: Any) -> Event:
     return event
 
 
-def carried(msg: Any) -> Event | None:
-    """The event a message of the scheduler's event log carries, if it is one of ours
-    (what a scheduler plugin's ``log_event`` hook is handed)."""
-    record = msg.get(_WRAPPER_KEY) if isinstance(msg, dict) else None
-    if not isinstance(record, dict):
-        return None
-    try:
-        return Event.from_dict(record)
-    except EventError:
-        return None
-
-
 def history(topic: str, since: int, via: Any) -> list[Event]:
     records, _ = Journal.for_topic(topic).read()
     by_seq = {r["seq"]: r for r in records}

@@ -205,6 +205,53 @@ def test_the_panel_and_status_bar_follow_a_killed_worker(
     assert restarts == "restarted 1×", restarts
 
 
+def test_a_run_shows_healthy_while_it_trains_and_gone_with_its_cluster(
+    lab: Lab, private_pair: tuple[str, Any], tmp_path: Path
+) -> None:
+    """Issue 33, as a person saw it in the panel: a healthy running run had a grey
+    UNKNOWN badge, and once its cluster was gone the run stayed RUNNING while the
+    status bar kept counting its checkpoint's age. Now the badge says HEALTHY while it
+    trains; when the cluster is killed outright (it cannot say its runs ended), the
+    row says CLUSTER GONE and the status bar counts no checkpoint age."""
+    from ft_notebook.cluster import clusters
+    from ft_notebook.testing.training import counting_problem
+    from ft_notebook.train import fit
+
+    name, client = private_pair
+    run = f"t-panel-{uuid.uuid4().hex[:6]}"
+    fit(
+        epochs=1000,
+        cluster=client,
+        name=run,
+        store=str(tmp_path / "ckpt"),
+        checkpoint_every=2,
+        wait=False,
+        **counting_problem(delay_s=0.05),
+    )
+    row = f'.jp-ft-run[data-run="{run}"]'
+    with open_page(lab, "lab?reset", "labextension-run") as page:
+        page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:open-panel')")
+        page.wait_for_selector(f'{row}[data-state="RUNNING"]', timeout=60_000)
+        page.wait_for_function(
+            "document.querySelector('.jp-ft-status')?.innerText.includes('ckpt')",
+            timeout=60_000,
+        )
+        health = page.get_attribute(row, "data-health")
+        screenshot(page, "labextension-run-1-training")
+        [info] = [c for c in clusters() if c.name == name]
+        psutil.Process(info.pid).kill()  # the whole cluster; its workers follow
+        page.wait_for_selector(f'{row}[data-state="CLUSTER GONE"]', timeout=60_000)
+        page.wait_for_function(
+            "!document.querySelector('.jp-ft-status')?.innerText.includes('ckpt')",
+            timeout=30_000,
+        )
+        screenshot(page, "labextension-run-2-cluster-gone")
+        gone_health = page.get_attribute(row, "data-health")
+        badge = page.inner_text(f"{row} .jp-ft-run-state")
+    assert health == "HEALTHY"
+    assert (badge, gone_health) == ("CLUSTER GONE", "LOST")
+
+
 def _new_worker(process: psutil.Process, before: set[int]) -> bool:
     """A worker process the nanny spawned since ``before`` (multiprocessing's spawn)."""
     try:

@@ -47,6 +47,8 @@ class RunEnd:
         _history.add_robust_window(record, r.data)  # the steps after the last progress
         record.step, record.epoch = r.step, int(r.data.get("epoch", record.epoch))
         record.loss = r.data.get("loss", record.loss)
+        if isinstance(r.data.get("checkpoint"), int):  # the run's last one
+            self.status.checkpointed(record, r.data["checkpoint"])
         self.finish(record, RunState.COMPLETED, f"{r.step} steps")
 
     def on_error(self, record: Record, r: Report) -> None:

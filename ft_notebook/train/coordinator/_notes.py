@@ -62,7 +62,8 @@ class RunNotes:
         )
 
     def on_checkpoint(self, record: Record, r: Report) -> None:
-        # the step is the store's event's (its commit), which the record's view folds
+        if isinstance(r.data.get("checkpoint_step"), int):
+            self.status.checkpointed(record, r.data["checkpoint_step"])
         record.noted.lagging = False
         if isinstance(r.data.get("stall_s"), (int, float)):  # what the save cost training
             record.noted.checkpoint_costs = [

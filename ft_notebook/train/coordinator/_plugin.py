@@ -99,7 +99,6 @@ class RunCoordinator(SchedulerPlugin):
 
     def log_event(self, topic: str, msg: Any) -> None:
         self.reports.log_event(topic, msg)
-        self.status.heard(self.runs, topic, msg)
 
     # ---- the kernels' entry point (protocol.SCHEDULER_HANDLER)
 

@@ -15,7 +15,7 @@ its own book in it: ``members`` (:class:`MemberBook`: :mod:`._membership` and
 
 What the run *is*, as everyone else sees it, is not kept here but in ``view``: the
 fold of the events the coordinator published (state, health, reason, progress,
-recoveries) and of the checkpoints the ranks' stores announced, by the same
+recoveries) and of the checkpoints the ranks reported, by the same
 :class:`~ft_notebook.runfold.RunView` the dashboards, the REST API and the panel
 fold the run's journal with. :mod:`._status` is its one writer, and only by
 publishing, so ``info()`` and every view cannot disagree on a fact.
@@ -124,7 +124,7 @@ class Record:
     #: What the run's events say of it, folded as every other view folds them: the
     #: one place its state, health, reason and everything ``info()`` shows of its
     #: progress live. Only :mod:`._status` moves it, by publishing an event (and the
-    #: rank's checkpoint events, which it hears).
+    #: checkpoints the ranks report).
     view: RunView = field(default_factory=RunView)
     plan: Plan | None = None  # ._generations
     step: int = 0

@@ -2,7 +2,7 @@
 
 :class:`RunStatus` is the one writer of a record's ``view``, what the run is as
 everyone sees it: it publishes on the run's topic and folds what it published (and
-the checkpoints the ranks' stores announce) with the fold every view uses. A state or
+the checkpoints the ranks report) with the fold every view uses. A state or
 health transition publishes one event, and one that changes nothing publishes none.
 Every other part of the coordinator is given it and publishes through it.
 """
@@ -10,13 +10,9 @@ Every other part of the coordinator is given it and publishes through it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
-from ft_notebook._delivery import carried
 from ft_notebook.events import (
-    TOPIC_PREFIX,
     CheckpointCommitted,
     Health,
     HealthChanged,
@@ -31,9 +27,6 @@ from ft_notebook.train.coordinator._link import SchedulerLink
 from ft_notebook.train.coordinator._record import Record
 
 logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
-
-#: A run's topic is this and its name.
-RUN_TOPIC_PREFIX = f"{TOPIC_PREFIX}.run."
 
 
 class RunStatus:
@@ -90,14 +83,14 @@ class RunStatus:
             event = event_of(payload, topic, run=record.name, step=record.step)
         record.view = record.view.apply(event)
 
-    def heard(self, runs: Mapping[str, Record], topic: str, msg: Any) -> None:
-        """A checkpoint a rank's store announced (``log_event``), folded into its run's
-        view. Other processes number their events from the same journal, so it may
-        come after a newer one of ours: it is folded whatever its number."""
-        record = runs.get(topic.removeprefix(RUN_TOPIC_PREFIX)) if topic else None
-        event = carried(msg) if record is not None else None
-        if record is not None and event is not None and event.kind == CheckpointCommitted.kind:
-            record.view = record.view.apply(replace(event, seq=0))
+    def checkpointed(self, record: Record, step: int) -> None:
+        """A rank's store committed the checkpoint of ``step`` (the rank's report). The
+        store journals its own event (``checkpoint-committed``), which the other views
+        fold; the record's view folds the same fact from the report, unjournaled: the
+        store's event never reaches the scheduler (its writer thread has no Dask
+        worker to send it through)."""
+        payload = CheckpointCommitted(checkpoint_step=step, nbytes=0)
+        record.view = record.view.apply(event_of(payload, run_topic(record.name), step=step))
 
 
 def _registered_name(address: str) -> str:

@@ -96,9 +96,9 @@ class Drive:
             if op == "progress":  # the publisher's turn came (once a second); else not yet
                 c.progress.publish(record, force=True)
         elif op == "checkpoint" and members:
-            # the rank's store announces it; the scheduler hands it to the coordinator
-            event = publish(CheckpointCommitted(self.step, 10), run_topic(self.name), run=self.name)
-            c.log_event(run_topic(self.name), {"ft-notebook-event": event.to_dict()})
+            # the rank's store journals its commit, and the rank reports it
+            publish(CheckpointCommitted(self.step, 10), run_topic(self.name), run=self.name)
+            self.report("checkpoint", checkpoint_step=self.step)
         elif op in ("kill", "hang") and members:
             victim = members[-1]
             c.link.control._tell("lost" if op == "kill" else "hung", victim, f"tcp://{victim}", op)
