@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ft_notebook.exceptions import ServeError
+from ft_notebook.serve._protocol import ServiceAction
 
 PREFIX = "replica:"
 
@@ -28,7 +29,7 @@ def parse_target(target: str) -> tuple[str, int]:
 def replica_row(client: Any, target: str) -> dict[str, Any]:
     """The service table's row of the replica ``target`` names, on a worker now."""
     service, index = parse_target(target)
-    table = client.sync(client.scheduler.ft_service, action="table", name=service)
+    table = client.sync(client.scheduler.ft_service, action=ServiceAction.TABLE.value, name=service)
     row = next((r for r in table["replicas"] if r["index"] == index), None)
     if row is None or not row["address"]:
         states = {r["replica"]: r["state"] for r in table["replicas"]}

@@ -9,8 +9,10 @@ every caller's router acts on) and are placed again on a worker that joins or
 restarts. The service's health follows its ready replicas: HEALTHY (all), DEGRADED
 (some), FALLBACK (none).
 
-Kernels reach it through one scheduler handler, ``ft_service``, whose ``action``
-picks an entry of :data:`ACTIONS`; an unknown action is an error.
+Kernels reach it through one scheduler handler, ``ft_service``, whose ``action`` (a
+:class:`~._protocol.ServiceAction`) picks an entry of :data:`ACTIONS`; an unknown
+action is an error. A replica moves through the states of
+:class:`~._protocol.ReplicaState`.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ft_notebook.events import (
 )
 from ft_notebook.exceptions import ServeError
 from ft_notebook.serve._policy import tier_of
+from ft_notebook.serve._protocol import SCHEDULER_HANDLER, ReplicaState, ServiceAction
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +60,7 @@ class Slot:
     index: int
     worker: str = ""
     address: str = ""
-    state: str = "waiting"  # waiting | warming | ready | failed | lost
+    state: ReplicaState = ReplicaState.WAITING
     incarnation: str = ""
     since: float = field(default_factory=time.time)
     cause: str = ""
@@ -69,7 +72,7 @@ class Slot:
             "index": self.index,
             "worker": self.worker,
             "address": self.address,
-            "state": self.state,
+            "state": self.state.value,
             "incarnation": self.incarnation,
             "since": self.since,
             "cause": self.cause,
@@ -129,7 +132,7 @@ class ServiceCoordinator(SchedulerPlugin):
         self.scheduler = scheduler
         self.control = control_plane(scheduler)
         self.control.add_listener(self.on_membership)
-        scheduler.handlers["ft_service"] = self.handle
+        scheduler.handlers[SCHEDULER_HANDLER] = self.handle
 
     async def close(self) -> None:
         self.control.remove_listener(self.on_membership)
@@ -140,11 +143,12 @@ class ServiceCoordinator(SchedulerPlugin):
 
     async def handle(self, action: str, **kwargs: Any) -> Any:
         try:
-            method = ACTIONS[action]
-        except KeyError:
+            method = ACTIONS[ServiceAction(action)]
+        except ValueError:
             raise ServeError(
-                f"Unknown service action {action!r}; this scheduler knows {sorted(ACTIONS)}. "
-                f"Are the kernel and the cluster on the same ft_notebook version?"
+                f"Unknown service action {action!r}; this scheduler knows "
+                f"{sorted(a.value for a in ServiceAction)}. Are the kernel and the cluster "
+                f"on the same ft_notebook version?"
             ) from None
         return method(self, **kwargs)
 
@@ -227,14 +231,14 @@ class ServiceCoordinator(SchedulerPlugin):
         for service in list(self.services.values()):
             if kind in ("lost", "hung"):
                 for slot in service.slots.values():
-                    if slot.address == address and slot.state in ("warming", "ready"):
+                    if slot.address == address and slot.state.placed:
                         self._lose(service, slot, f"worker {name} {kind}: {cause}".rstrip(": "))
             self._reconcile(service)
 
     def _lose(self, service: Service, slot: Slot, cause: str) -> None:
         replica = f"{service.name}/{slot.index}"
         self._publish(service, ReplicaLost(replica, slot.worker, slot.address, cause))
-        slot.state, slot.since, slot.cause = "lost", time.time(), cause
+        slot.state, slot.since, slot.cause = ReplicaState.LOST, time.time(), cause
         slot.address = ""
         self._changed(service, f"replica {replica} lost ({cause})")
 
@@ -247,10 +251,10 @@ class ServiceCoordinator(SchedulerPlugin):
         workers = self._workers()
         held: dict[str, int] = {}
         for slot in service.slots.values():
-            if slot.state in ("warming", "ready") and slot.address in self.scheduler.workers:
+            if slot.state.placed and slot.address in self.scheduler.workers:
                 held[slot.worker] = held.get(slot.worker, 0) + 1
         for slot in sorted(service.slots.values(), key=_index):
-            if slot.state in ("warming", "ready"):
+            if slot.state.placed:
                 continue
             free = [
                 w
@@ -262,7 +266,7 @@ class ServiceCoordinator(SchedulerPlugin):
             worker = min(free, key=lambda w: (held.get(w, 0), name_key(w)))
             held[worker] = held.get(worker, 0) + 1
             slot.worker, slot.address = worker, workers[worker]
-            slot.state, slot.since, slot.cause = "warming", time.time(), ""
+            slot.state, slot.since, slot.cause = ReplicaState.WARMING, time.time(), ""
             slot.incarnation = uuid.uuid4().hex[:12]
             self._spawn(self._start(service, slot, slot.incarnation))
 
@@ -283,15 +287,15 @@ class ServiceCoordinator(SchedulerPlugin):
                 if slot.incarnation != incarnation or service.slots.get(slot.index) is not slot:
                     return  # lost, moved or scaled away meanwhile
                 found = await rpc.ft_serve_state(key=key)
-                if found and found["state"] == "ready":
-                    slot.state, slot.since, slot.tries = "ready", time.time(), 0
+                if found and found["state"] == ReplicaState.READY:
+                    slot.state, slot.since, slot.tries = ReplicaState.READY, time.time(), 0
                     self._publish(
                         service,
                         ReplicaReady(key, slot.worker, address, round(found["warmup_s"], 3)),
                     )
                     self._changed(service, f"replica {key} ready on worker {slot.worker}")
                     return
-                if found and found["state"] == "failed":
+                if found and found["state"] == ReplicaState.FAILED:
                     raise _FactoryFailed(found["error"])
                 await asyncio.sleep(_POLL_S)
             raise _FactoryFailed(f"the model did not build within {warmup:g} s")
@@ -299,7 +303,7 @@ class ServiceCoordinator(SchedulerPlugin):
             if slot.incarnation == incarnation:
                 service.failed_on[slot.worker] = str(e)
                 self._publish(service, ReplicaFailed(key, slot.worker, str(e)))
-                slot.state, slot.cause, slot.address = "failed", str(e), ""
+                slot.state, slot.cause, slot.address = ReplicaState.FAILED, str(e), ""
                 self._changed(service, f"replica {key} failed on worker {slot.worker}")
                 self._reconcile(service)  # another worker may build it
         except Exception as e:
@@ -308,19 +312,19 @@ class ServiceCoordinator(SchedulerPlugin):
             # a worker that has just joined may not have run the replica plugin's
             # setup yet ("No handler ft_serve_start"): try again, as a new placement
             logger.info("starting %s on %s: %s; trying again", key, address, e)
-            if slot.incarnation != incarnation or slot.state != "warming":
+            if slot.incarnation != incarnation or slot.state is not ReplicaState.WARMING:
                 return
             slot.tries += 1
             if slot.tries > _MAX_TRIES:  # not a race: say so and try another worker
                 service.failed_on[slot.worker] = f"the worker does not start replicas: {e}"
                 self._publish(service, ReplicaFailed(key, slot.worker, str(e)))
-                slot.state, slot.cause, slot.address = "failed", str(e), ""
+                slot.state, slot.cause, slot.address = ReplicaState.FAILED, str(e), ""
                 self._changed(service, f"replica {key} could not start on {slot.worker}")
                 self._reconcile(service)
                 return
             await asyncio.sleep(_RETRY_S)
             if slot.incarnation == incarnation and address in self.scheduler.workers:
-                slot.state = "waiting"
+                slot.state = ReplicaState.WAITING
                 self._reconcile(service)
 
     def _stop_slot(self, service: Service, slot: Slot, cause: str) -> None:
@@ -331,13 +335,13 @@ class ServiceCoordinator(SchedulerPlugin):
                 await self.scheduler.rpc(address).ft_serve_stop(key=key)
 
             self._spawn(stop())
-        slot.state, slot.cause, slot.incarnation = "lost", cause, ""
+        slot.state, slot.cause, slot.incarnation = ReplicaState.LOST, cause, ""
 
     # ---- health
 
     def _changed(self, service: Service, reason: str = "") -> None:
         service.version += 1
-        ready = sum(1 for s in service.slots.values() if s.state == "ready")
+        ready = sum(1 for s in service.slots.values() if s.state is ReplicaState.READY)
         health = tier_of(ready, service.wanted)
         summary = f"{ready} of {service.wanted} replicas ready"
         why = f"{summary}: {reason}" if reason else summary
@@ -361,11 +365,11 @@ class _FactoryFailed(Exception):
     pass
 
 
-ACTIONS: dict[str, Callable[..., Any]] = {
-    "create": ServiceCoordinator.create,
-    "table": ServiceCoordinator.table,
-    "setup": ServiceCoordinator.setup,
-    "names": ServiceCoordinator.names,
-    "scale": ServiceCoordinator.scale,
-    "remove": ServiceCoordinator.remove,
+ACTIONS: dict[ServiceAction, Callable[..., Any]] = {
+    ServiceAction.CREATE: ServiceCoordinator.create,
+    ServiceAction.TABLE: ServiceCoordinator.table,
+    ServiceAction.SETUP: ServiceCoordinator.setup,
+    ServiceAction.NAMES: ServiceCoordinator.names,
+    ServiceAction.SCALE: ServiceCoordinator.scale,
+    ServiceAction.REMOVE: ServiceCoordinator.remove,
 }

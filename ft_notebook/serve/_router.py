@@ -1,7 +1,8 @@
 """The caller's router: sends each request to a replica and makes sure it is answered.
 
 It runs on the Dask client's event loop, in the caller's process, and talks to the
-replicas' workers directly. Per request:
+replicas' workers directly. Which replicas it may send to, and the tier they make, is
+its :class:`~._rotation.Rotation`'s. Per request:
 
     admit (or Overloaded at once) ─► least outstanding replica whose breaker allows it
       ─► no answer after the observed p95: hedge to a second replica (budgeted)
@@ -26,13 +27,13 @@ from distributed.protocol.serialize import to_serialize
 
 from ft_notebook.events import Health
 from ft_notebook.exceptions import DeadlineExceeded, InputRejected, Overloaded, ServiceUnavailable
-from ft_notebook.serve._policy import Budget, CircuitBreaker, Latencies, tier_of
+from ft_notebook.serve._policy import Budget, Latencies
+from ft_notebook.serve._rotation import ReplicaView, Rotation
 
 #: Successful calls seen before hedging starts: a p95 of fewer means little.
 _HEDGE_AFTER_SAMPLES = 20
 #: Answers between two computations of the hedge time.
 _HEDGE_EVERY = 16
-_REFRESH_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -45,38 +46,6 @@ class Answer:
     retries: int
     hedged: bool
     latency_s: float
-
-
-class ReplicaView:
-    """What the router knows of one replica."""
-
-    def __init__(self, row: dict[str, Any], failures: int, open_s: float) -> None:
-        self.key, self.index = str(row["replica"]), int(row["index"])
-        self.worker, self.address = str(row["worker"]), str(row["address"])
-        self.incarnation = str(row["incarnation"])
-        self.breaker = CircuitBreaker(failures, open_s)
-        self.inflight = 0
-        self.served = self.errors = 0
-        self.latencies = Latencies()
-        self.attempts: set[asyncio.Task[Any]] = set()
-        self.ping: asyncio.Task[None] | None = None  # the health check in flight
-        self.since: list[float] = []  # when each call in flight was sent
-
-    def stalled(self, now: float, late: float) -> bool:
-        return bool(self.since) and now - min(self.since) > late
-
-    def row(self) -> dict[str, Any]:
-        return {
-            "replica": self.key,
-            "worker": self.worker,
-            "breaker": self.breaker.state.value,
-            "reason": self.breaker.reason,
-            "inflight": self.inflight,
-            "served": self.served,
-            "errors": self.errors,
-            "p50_s": self.latencies.quantile(0.5),
-            "p99_s": self.latencies.quantile(0.99),
-        }
 
 
 class _ReplicaFailed(Exception):
@@ -92,9 +61,8 @@ def _forget(task: asyncio.Task[Any]) -> None:
 class Router:
     def __init__(self, client: Any, name: str, settings: Any, fallback: Any, wanted: int) -> None:
         self.client, self.name, self.settings = client, name, settings
-        self.fallback, self.wanted = fallback, wanted
-        self.views: dict[str, ReplicaView] = {}  # by replica key
-        self.version = -1
+        self.fallback = fallback
+        self.rotation = Rotation(client, name, settings, wanted)
         self.outstanding = 0
         self.latencies = Latencies()
         # re-sends come in bursts (a replica dies under 8 requests), hedges too (a stalled
@@ -104,105 +72,35 @@ class Router:
         self.counts = dict(
             requests=0, answered=0, fallback=0, retries=0, hedges=0, shed=0, failed=0
         )
-        self.tier, self.tier_reason = Health.FALLBACK, "no replica known yet"
-        self.transitions: list[dict[str, Any]] = []
         self._hedge_cache: tuple[int, float] | None = None  # (answered then, hedge time)
-        self._loops: list[asyncio.Task[Any]] = []
-        self.closed = False
-
-    # ---- the replica table
 
     async def start(self) -> None:
-        await self.refresh()
-        self._loops = [
-            asyncio.ensure_future(self._refresh_loop()),
-            asyncio.ensure_future(self._health_loop()),
-        ]
+        await self.rotation.start()
 
     async def stop(self) -> None:
-        self.closed = True
-        for task in self._loops:
-            task.cancel()
+        await self.rotation.stop()
 
-    async def refresh(self) -> None:
-        table = await self.client.scheduler.ft_service(action="table", name=self.name)
-        self.apply(table)
+    # the rotation's, read where the router's were (the service handle, benchmarks)
 
-    def apply(self, table: dict[str, Any]) -> None:
-        if table["version"] < self.version:
-            return
-        self.version, self.wanted = table["version"], int(table["wanted"])
-        ready = {r["replica"]: r for r in table["replicas"] if r["state"] == "ready"}
-        for key, view in list(self.views.items()):
-            row = ready.get(key)
-            if row is None or row["incarnation"] != view.incarnation:
-                self._eject(view, "no longer a ready replica")
-                del self.views[key]
-        s = self.settings
-        for key, row in ready.items():
-            if key not in self.views:
-                self.views[key] = ReplicaView(row, s.breaker_failures, s.breaker_open_s)
-        self._retier("replica table")
+    @property
+    def views(self) -> dict[str, ReplicaView]:
+        return self.rotation.views
 
-    def lost(self, address: str, cause: str) -> None:
-        """The coordinator's word that a replica's worker is gone: out at once."""
-        for key, view in list(self.views.items()):
-            if view.address == address:
-                self._eject(view, cause)
-                del self.views[key]
-        self._retier(cause)
+    @property
+    def tier(self) -> Health:
+        return self.rotation.tier
 
-    def _eject(self, view: ReplicaView, reason: str) -> None:
-        view.breaker.failed(reason, at_once=True)
-        for task in list(view.attempts):
-            task.cancel()  # its requests go elsewhere
+    @property
+    def tier_reason(self) -> str:
+        return self.rotation.tier_reason
 
-    def _retier(self, reason: str) -> None:
-        serving = sum(1 for v in list(self.views.values()) if v.breaker.in_rotation())
-        tier = tier_of(serving, self.wanted)
-        if tier is not self.tier:
-            why = f"{serving} of {self.wanted} replicas in rotation: {reason}"
-            self.transitions.append({"time": time.time(), "tier": tier.value, "reason": why})
-            del self.transitions[:-100]
-            self.tier, self.tier_reason = tier, why
+    @property
+    def transitions(self) -> list[dict[str, Any]]:
+        return self.rotation.transitions
 
-    async def _refresh_loop(self) -> None:
-        while not self.closed:
-            await asyncio.sleep(_REFRESH_S)
-            try:
-                await self.refresh()
-            except Exception:  # the scheduler is away for a moment: keep the old table
-                continue
-
-    # ---- health checks
-
-    async def _health_loop(self) -> None:
-        while not self.closed:
-            await asyncio.sleep(self.settings.health_interval_s)
-            for view in list(self.views.values()):
-                if view.ping is None:
-                    view.ping = asyncio.ensure_future(self._ping(view))
-
-    async def _ping(self, view: ReplicaView) -> None:
-        try:
-            found = await asyncio.wait_for(
-                self.client.rpc(view.address).ft_serve_ping(key=view.key),
-                self.settings.health_timeout_s,
-            )
-            if found.get("incarnation") != view.incarnation or found.get("state") != "ready":
-                self._eject(view, f"the replica is {found.get('state')} on its worker")
-            elif not view.breaker.in_rotation() and view.breaker.allows():
-                # open for its time and answering again: the ping is its half-open probe,
-                # so a replica back from a hang rejoins even while no request comes
-                view.breaker.succeeded()
-        except Exception as e:
-            why = "no answer" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
-            self._eject(
-                view, f"health check failed ({why} within {self.settings.health_timeout_s:g} s)"
-            )
-        finally:
-            view.ping = None
-            self._retier("health check")
+    @property
+    def closed(self) -> bool:
+        return self.rotation.closed
 
     # ---- requests
 
@@ -348,8 +246,8 @@ class Router:
                 errors.append(f"{view.key}: {why}")
                 view.errors += 1
                 if view.breaker.failed(why, at_once=at_once):
-                    self._eject(view, why)
-                self._retier(f"replica {view.key} failed: {why}")
+                    self.rotation.eject(view, why)
+                self.rotation.retier(f"replica {view.key} failed: {why}")
             if not pending:
                 if used_retries >= retries or not self.retry_budget.take():
                     break
@@ -384,7 +282,7 @@ class Router:
         view.latencies.add(took)
         self.latencies.add(took)
         self.counts["answered"] += 1
-        self._retier(f"replica {view.key} answered")
+        self.rotation.retier(f"replica {view.key} answered")
         tier = Health.HEALTHY if self.tier is Health.HEALTHY else Health.DEGRADED
         return Answer(reply["y"], view.key, tier, retries, hedged, time.monotonic() - started)
 
@@ -427,7 +325,7 @@ class Router:
         return {
             "tier": self.tier.value,
             "reason": self.tier_reason,
-            "wanted": self.wanted,
+            "wanted": self.rotation.wanted,
             "outstanding": self.outstanding,
             "p50_s": self.latencies.quantile(0.5),
             "p99_s": self.latencies.quantile(0.99),

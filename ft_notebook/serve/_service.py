@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from ft_notebook._paths import checked_name
 from ft_notebook.exceptions import NoWorkers, ServeError
+from ft_notebook.serve._protocol import ReplicaState, ServiceAction
 
 if TYPE_CHECKING:
-    from ft_notebook.events import Health
+    from ft_notebook.events import Event, Health
     from ft_notebook.serve._router import Answer, Router
 
 #: Options of ``serve`` that tune the router; the defaults come from ``ft-notebook.serve``.
@@ -83,7 +84,7 @@ def serve(
     install(client)
     table = client.sync(
         client.scheduler.ft_service,
-        action="create",
+        action=ServiceAction.CREATE.value,
         name=name,
         factory=cloudpickle.dumps(model),
         replicas=replicas,
@@ -103,7 +104,7 @@ def service(name: str, cluster: Any = None) -> Service:
 
     client = _client(cluster)
     install(client)
-    found = client.sync(client.scheduler.ft_service, action="setup", name=name)
+    found = client.sync(client.scheduler.ft_service, action=ServiceAction.SETUP.value, name=name)
     settings = _settings({k: v for k, v in found["routing"].items() if k in _setting_names()})
     fallback = cloudpickle.loads(found["fallback"]) if found["fallback"] else None
     return Service(client, name, settings, fallback, int(found["wanted"]))
@@ -113,7 +114,7 @@ def services(cluster: Any = None) -> list[dict[str, Any]]:
     """The services of the cluster: name, health, replicas wanted, when created."""
     client = _client(cluster)
     install(client)
-    return list(client.sync(client.scheduler.ft_service, action="names"))
+    return list(client.sync(client.scheduler.ft_service, action=ServiceAction.NAMES.value))
 
 
 class Service:
@@ -155,7 +156,7 @@ class Service:
 
     def table(self) -> dict[str, Any]:
         """The coordinator's replica table, fresh."""
-        return self._ask("table")
+        return self._ask(ServiceAction.TABLE)
 
     def status(self) -> dict[str, Any]:
         """The coordinator's table and this caller's view: breakers, latencies, counts."""
@@ -193,7 +194,7 @@ class Service:
     def scale(self, replicas: int) -> dict[str, Any]:
         if type(replicas) is not int or replicas < 1:
             raise ServeError(f"replicas must be a positive int, got {replicas!r}.")
-        return self._ask("scale", replicas=replicas)
+        return self._ask(ServiceAction.SCALE, replicas=replicas)
 
     def wait_ready(self, replicas: int | None = None, timeout: float | None = None) -> Service:
         """Block until ``replicas`` (all by default) are ready and in this router.
@@ -207,7 +208,7 @@ class Service:
         while True:
             table = self.table()
             want = table["wanted"] if replicas is None else replicas
-            ready = [r for r in table["replicas"] if r["state"] == "ready"]
+            ready = [r for r in table["replicas"] if r["state"] == ReplicaState.READY]
             routed = [v for v in list(self.router.views.values()) if v.breaker.in_rotation()]
             if len(ready) >= want and len(routed) >= want:
                 return self
@@ -224,13 +225,13 @@ class Service:
                     f"Service {self.name!r} has {len(ready)} of {want} replicas ready after "
                     f"{timeout:g} s: {table['reason']}. It goes on trying; svc.status() shows why."
                 )
-            self.client.sync(self.router.refresh)
+            self.client.sync(self.router.rotation.refresh)
             time.sleep(0.02)  # waiting on remote warm-up; the table says when it is done
 
     def close(self) -> None:
         """Stop the service on the cluster (every caller's replicas go)."""
         self.detach()
-        self._ask("remove")
+        self._ask(ServiceAction.REMOVE)
 
     def detach(self) -> None:
         """Stop routing from here; the service goes on for its other callers."""
@@ -239,11 +240,11 @@ class Service:
             self._subscription = None
         self.client.sync(self.router.stop)
 
-    def _ask(self, action: str, **kwargs: Any) -> dict[str, Any]:
+    def _ask(self, action: ServiceAction, **kwargs: Any) -> dict[str, Any]:
         """The coordinator's answer to ``action`` about this service."""
         return dict(
             self.client.sync(
-                self.client.scheduler.ft_service, action=action, name=self.name, **kwargs
+                self.client.scheduler.ft_service, action=action.value, name=self.name, **kwargs
             )
         )
 
@@ -256,18 +257,27 @@ def _follow(client: Any, name: str, router: Router) -> Any:
     """Act on the coordinator's replica events as they are pushed, on the router's loop."""
     import asyncio
 
-    from ft_notebook.events import service_topic, subscribe
+    from ft_notebook.events import (
+        HealthChanged,
+        ReplicaLost,
+        ReplicaReady,
+        ServiceScaled,
+        service_topic,
+        subscribe,
+    )
 
     loop = client.loop.asyncio_loop
     started = time.time()
+    rotation = router.rotation
 
-    def on_event(event: Any) -> None:
+    def on_event(event: Event) -> None:
         if event.time < started:  # the journal's past: the table already has it
             return
-        if event.kind == "replica-lost":
-            loop.call_soon_threadsafe(router.lost, event.data["address"], event.data["cause"])
-        elif event.kind in ("replica-ready", "health-changed", "service-scaled"):
-            asyncio.run_coroutine_threadsafe(router.refresh(), loop)
+        payload = event.payload()
+        if isinstance(payload, ReplicaLost):
+            loop.call_soon_threadsafe(rotation.lost, payload.address, payload.cause)
+        elif isinstance(payload, (ReplicaReady, HealthChanged, ServiceScaled)):
+            asyncio.run_coroutine_threadsafe(rotation.refresh(), loop)
 
     try:
         return subscribe(service_topic(name), on_event, via=client)

@@ -20,6 +20,7 @@ from typing import Any
 
 from ft_notebook.events import Health, history, service_topic
 from ft_notebook.runfold import ServiceView
+from ft_notebook.serve._protocol import ServiceAction
 from ft_notebook.server._models import PredictionModel, ReplicaModel, ServiceModel
 
 #: The largest number of input values one HTTP request may carry.
@@ -36,7 +37,7 @@ class Routers:
         from ft_notebook.serve._service import install
 
         install(client)
-        names = client.sync(client.scheduler.ft_service, action="names")
+        names = client.sync(client.scheduler.ft_service, action=ServiceAction.NAMES.value)
         rows = []
         for entry in names:
             view = self.view(client, cluster, str(entry["name"]))

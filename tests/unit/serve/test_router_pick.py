@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from ft_notebook.serve._router import ReplicaView, Router
+from ft_notebook.serve._rotation import ReplicaView
+from ft_notebook.serve._router import Router
 from ft_notebook.serve._service import _settings
 
 

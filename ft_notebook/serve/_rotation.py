@@ -1,0 +1,177 @@
+"""What a caller's router knows of a service's replicas, and the tier they make.
+
+The coordinator's table (:mod:`._coordinator`) says which replicas are ready; a
+:class:`Rotation` keeps a :class:`ReplicaView` of each, with its circuit breaker, and
+follows the coordinator three ways: it reads the table again every ``_REFRESH_S``;
+it takes a replica out at once when the coordinator pushes that its worker is lost
+(:meth:`Rotation.lost`); and it pings each replica every ``health_interval_s``: one
+that gives no answer within ``health_timeout_s`` leaves, one whose breaker is open
+and that answers again rejoins, even while no request comes to probe it. The tier is
+counted over the replicas in rotation (:func:`~._policy.tier_of`), and each change
+of it is kept with its reason.
+
+It runs on the Dask client's event loop, as the router (:mod:`._router`) does; the
+router sends the requests, and reports here what they found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from ft_notebook.events import Health
+from ft_notebook.serve._policy import CircuitBreaker, Latencies, tier_of
+from ft_notebook.serve._protocol import ReplicaState, ServiceAction
+
+#: Seconds between two reads of the coordinator's table.
+_REFRESH_S = 0.5
+#: Tier changes kept, newest last.
+_TRANSITIONS = 100
+
+
+class ReplicaView:
+    """What the router knows of one replica."""
+
+    def __init__(self, row: dict[str, Any], failures: int, open_s: float) -> None:
+        self.key, self.index = str(row["replica"]), int(row["index"])
+        self.worker, self.address = str(row["worker"]), str(row["address"])
+        self.incarnation = str(row["incarnation"])
+        self.breaker = CircuitBreaker(failures, open_s)
+        self.inflight = 0
+        self.served = self.errors = 0
+        self.latencies = Latencies()
+        self.attempts: set[asyncio.Task[Any]] = set()
+        self.ping: asyncio.Task[None] | None = None  # the health check in flight
+        self.since: list[float] = []  # when each call in flight was sent
+
+    def stalled(self, now: float, late: float) -> bool:
+        return bool(self.since) and now - min(self.since) > late
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "replica": self.key,
+            "worker": self.worker,
+            "breaker": self.breaker.state.value,
+            "reason": self.breaker.reason,
+            "inflight": self.inflight,
+            "served": self.served,
+            "errors": self.errors,
+            "p50_s": self.latencies.quantile(0.5),
+            "p99_s": self.latencies.quantile(0.99),
+        }
+
+
+class Rotation:
+    """The replicas one router may send to, by key, and the tier they make."""
+
+    def __init__(self, client: Any, name: str, settings: Any, wanted: int) -> None:
+        self.client, self.name, self.settings = client, name, settings
+        self.wanted = wanted
+        self.views: dict[str, ReplicaView] = {}  # by replica key
+        self.version = -1
+        self.tier, self.tier_reason = Health.FALLBACK, "no replica known yet"
+        self.transitions: list[dict[str, Any]] = []
+        self._loops: list[asyncio.Task[Any]] = []
+        self.closed = False
+
+    # ---- the replica table
+
+    async def start(self) -> None:
+        await self.refresh()
+        self._loops = [
+            asyncio.ensure_future(self._refresh_loop()),
+            asyncio.ensure_future(self._health_loop()),
+        ]
+
+    async def stop(self) -> None:
+        self.closed = True
+        for task in self._loops:
+            task.cancel()
+
+    async def refresh(self) -> None:
+        table = await self.client.scheduler.ft_service(
+            action=ServiceAction.TABLE.value, name=self.name
+        )
+        self.apply(table)
+
+    def apply(self, table: dict[str, Any]) -> None:
+        if table["version"] < self.version:
+            return
+        self.version, self.wanted = table["version"], int(table["wanted"])
+        ready = {r["replica"]: r for r in table["replicas"] if r["state"] == ReplicaState.READY}
+        for key, view in list(self.views.items()):
+            row = ready.get(key)
+            if row is None or row["incarnation"] != view.incarnation:
+                self.eject(view, "no longer a ready replica")
+                del self.views[key]
+        s = self.settings
+        for key, row in ready.items():
+            if key not in self.views:
+                self.views[key] = ReplicaView(row, s.breaker_failures, s.breaker_open_s)
+        self.retier("replica table")
+
+    def lost(self, address: str, cause: str) -> None:
+        """The coordinator's word that a replica's worker is gone: out at once."""
+        for key, view in list(self.views.items()):
+            if view.address == address:
+                self.eject(view, cause)
+                del self.views[key]
+        self.retier(cause)
+
+    def eject(self, view: ReplicaView, reason: str) -> None:
+        """Out of rotation at once; its requests in flight are cancelled, to be re-sent."""
+        view.breaker.failed(reason, at_once=True)
+        for task in list(view.attempts):
+            task.cancel()  # its requests go elsewhere
+
+    def retier(self, reason: str) -> None:
+        """Count the replicas in rotation again; a change of tier is kept with ``reason``."""
+        serving = sum(1 for v in list(self.views.values()) if v.breaker.in_rotation())
+        tier = tier_of(serving, self.wanted)
+        if tier is not self.tier:
+            why = f"{serving} of {self.wanted} replicas in rotation: {reason}"
+            self.transitions.append({"time": time.time(), "tier": tier.value, "reason": why})
+            del self.transitions[:-_TRANSITIONS]
+            self.tier, self.tier_reason = tier, why
+
+    async def _refresh_loop(self) -> None:
+        while not self.closed:
+            await asyncio.sleep(_REFRESH_S)
+            try:
+                await self.refresh()
+            except Exception:  # the scheduler is away for a moment: keep the old table
+                continue
+
+    # ---- health checks
+
+    async def _health_loop(self) -> None:
+        while not self.closed:
+            await asyncio.sleep(self.settings.health_interval_s)
+            for view in list(self.views.values()):
+                if view.ping is None:
+                    view.ping = asyncio.ensure_future(self._ping(view))
+
+    async def _ping(self, view: ReplicaView) -> None:
+        try:
+            found = await asyncio.wait_for(
+                self.client.rpc(view.address).ft_serve_ping(key=view.key),
+                self.settings.health_timeout_s,
+            )
+            if (
+                found.get("incarnation") != view.incarnation
+                or found.get("state") != ReplicaState.READY
+            ):
+                self.eject(view, f"the replica is {found.get('state')} on its worker")
+            elif not view.breaker.in_rotation() and view.breaker.allows():
+                # open for its time and answering again: the ping is its half-open probe,
+                # so a replica back from a hang rejoins even while no request comes
+                view.breaker.succeeded()
+        except Exception as e:
+            why = "no answer" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
+            self.eject(
+                view, f"health check failed ({why} within {self.settings.health_timeout_s:g} s)"
+            )
+        finally:
+            view.ping = None
+            self.retier("health check")
