@@ -4,8 +4,9 @@
 the notebook kernel. It
 
 - tracks membership by the workers' stable names (a restarted worker comes back with
-  a new address and pid under the same name) and publishes ``worker-joined`` and
-  ``worker-lost`` on :func:`~ft_notebook.events.cluster_topic`;
+  a new address and pid under the same name: one :class:`~._members.Member`) and
+  publishes ``worker-joined`` and ``worker-lost`` on
+  :func:`~ft_notebook.events.cluster_topic`;
 - watches heartbeat ages: a worker silent for ``hung-after`` (never less than three
   of the scheduler's heartbeat intervals) is published ``worker-hung`` and evicted
   by a SIGKILL of its process sent through its nanny, which starts a fresh one. A
@@ -28,13 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from distributed.comm.addressing import get_address_host
@@ -44,6 +43,7 @@ from distributed.protocol.pickle import dumps
 from distributed.scheduler import heartbeat_interval
 
 from ft_notebook.cluster._health import HEALTH_METRIC
+from ft_notebook.cluster._members import Member, MemberState, address_host, status_row
 from ft_notebook.cluster._rendezvous import Rendezvous, open_store
 from ft_notebook.events import (
     EventPayload,
@@ -60,30 +60,6 @@ logger = logging.getLogger(__name__)
 PLUGIN_NAME = "ft-notebook-control"
 #: Lost workers remembered for the status table (oldest forgotten first).
 _MAX_LOST = 256
-
-
-class MemberState(str, enum.Enum):
-    """A worker as the control plane sees it: RUNNING ─► HUNG ─► LOST ─► RUNNING."""
-
-    RUNNING = "running"
-    HUNG = "hung"
-    LOST = "lost"
-
-
-@dataclass
-class Member:
-    name: str
-    address: str
-    host: str
-    pid: int | None
-    nanny: str | None
-    gpu: str | None
-    joined: float
-    state: MemberState = MemberState.RUNNING
-    cause: str = ""
-    lost_at: float | None = None
-    #: How many times a worker of this name joined before this incarnation.
-    restarts: int = 0
 
 
 #: Called as listener(kind, name, address, cause) with kind "joined", "lost" or "hung".
@@ -386,31 +362,6 @@ class ControlPlane(SchedulerPlugin):
         return out
 
 
-def status_row(m: Member, ws: Any, now: float) -> dict[str, Any]:
-    health = ((ws.metrics or {}).get(HEALTH_METRIC) if ws is not None else None) or {}
-    return {
-        "name": m.name,
-        "address": m.address,
-        "pid": m.pid,
-        "gpu": m.gpu,
-        "state": m.state.value,
-        "heartbeat_age_s": round(now - ws.last_seen, 3) if ws is not None else None,
-        "rss": health.get("rss") or ((ws.metrics or {}).get("memory") if ws else None),
-        "memory_limit": ws.memory_limit if ws is not None else None,
-        "tasks": len(ws.processing) if ws is not None else 0,
-        "restarts": m.restarts,
-        "cause": m.cause,
-        "gpu_health": health.get("gpu"),
-    }
-
-
-def address_host(address: str) -> str:
-    try:
-        return str(get_address_host(address))
-    except ValueError:  # an address of a transport without hosts
-        return ""
-
-
 def signal_worker_process(sig: int, dask_worker: Any = None) -> int:
     """Run on a nanny (``dask_worker`` is the nanny): signal its worker process."""
     pid = getattr(dask_worker, "pid", None)
@@ -421,11 +372,6 @@ def signal_worker_process(sig: int, dask_worker: Any = None) -> int:
         )
     os.kill(int(pid), sig)
     return int(pid)
-
-
-def name_key(name: str) -> tuple[int, str]:
-    """Worker names in a natural order: "2" before "10"."""
-    return (int(name), "") if name.isdigit() else (1 << 30, name)
 
 
 def control_plane(scheduler: Any) -> ControlPlane:

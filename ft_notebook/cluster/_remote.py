@@ -10,14 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ft_notebook.cluster._control import (
-    PLUGIN_NAME,
-    ControlPlane,
-    Member,
-    address_host,
-    control_plane,
-    status_row,
-)
+from ft_notebook.cluster._control import PLUGIN_NAME, ControlPlane, control_plane
+from ft_notebook.cluster._members import Member, address_host, status_row
 
 
 def scheduler_rows(dask_scheduler: Any) -> list[dict[str, Any]]:

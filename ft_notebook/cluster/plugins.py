@@ -16,13 +16,11 @@ from __future__ import annotations
 from ft_notebook.cluster._control import (
     PLUGIN_NAME,
     ControlPlane,
-    Member,
-    MemberState,
     control_plane,
-    name_key,
     signal_worker_process,
 )
 from ft_notebook.cluster._health import HEALTH_METRIC, GpuProbe, HealthPlugin, HealthSampler
+from ft_notebook.cluster._members import Member, MemberState, name_key
 
 __all__ = [
     "HEALTH_METRIC",

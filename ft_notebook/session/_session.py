@@ -9,7 +9,6 @@ snapshot and the named (pinned) ones.
 
 from __future__ import annotations
 
-import builtins
 import importlib
 import logging
 import secrets
@@ -22,6 +21,7 @@ from ft_notebook._paths import checked_name
 from ft_notebook.exceptions import CheckpointNotFound, SnapshotError, StoreError
 from ft_notebook.session._capture import Capturer, versions
 from ft_notebook.session._format import FORMAT, check_versions, entry_from_json, entry_to_json
+from ft_notebook.session._missing import missing_snapshot
 from ft_notebook.session._namespace import (
     capture_rng,
     drop_unused_rng,
@@ -248,7 +248,7 @@ class NotebookSession:
             step = self._step_of(label, notebook)
             raw = self.store.open_raw(notebook, step, allow_pickle=True)
         except CheckpointNotFound:
-            raise self._missing(label, notebook) from None
+            raise missing_snapshot(self.store, label, notebook) from None
         manifest = raw.state
         check_versions(manifest)
         entries = {n: entry_from_json(n, v) for n, v in manifest["variables"].items()}
@@ -311,7 +311,7 @@ class NotebookSession:
     def _step_of(self, label: str, notebook: str) -> int:
         named = [i.step for i in self.store.list(notebook) if i.metadata.get("name") == label]
         if not named:
-            raise self._missing(label, notebook)
+            raise missing_snapshot(self.store, label, notebook)
         return named[-1]
 
     def _prune(self, label: str, step: int) -> None:
@@ -350,32 +350,6 @@ class NotebookSession:
         except StoreError as e:  # gone already (another kernel pruned it), or unwritable
             logger.warning("ft: snapshot %s of %r was not dropped: %s", step, notebook, e)
 
-    def _missing(self, label: str, notebook: str) -> SnapshotError:
-        infos = self.store.list(notebook)
-        known = sorted({str(i.metadata.get("name", "?")) for i in infos}) or ["none yet"]
-        text = (
-            f"There is no snapshot {label!r} of notebook {notebook!r} (snapshots: "
-            f"{', '.join(known)}). Take one with `%ft save` or turn on `%ft auto on`."
-        )
-        others = [] if infos else self._other_notebooks(notebook)
-        if others:  # a notebook renamed or moved since: its snapshots are under its old key
-            text += (
-                f" Other notebooks have snapshots, newest first: {', '.join(others)}. If "
-                f"this notebook was renamed or moved, restore its old state with "
-                f"`%ft restore --from {others[0].split()[0]}`."
-            )
-        return SnapshotError(text)
-
-    def _other_notebooks(self, notebook: str, most: int = 5) -> builtins.list[str]:
-        """``key (N min ago)`` of the notebooks with snapshots in the store, newest first."""
-        newest = []
-        for key in self.store.runs():
-            infos = self.store.list(key) if key != notebook else []
-            if infos:
-                newest.append((infos[-1].time, key))
-        now = time.time()
-        return [f"{key} ({_ago(now - t)})" for t, key in sorted(newest, reverse=True)[:most]]
-
 
 def _import_modules(modules: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
     found, missing = {}, {}
@@ -392,11 +366,3 @@ def _unseen(why: str) -> str:
         f"it cannot be pickled ({why}), and the cell that made it was not seen (it ran "
         f"before `%load_ext ft_notebook`, or in another kernel): run that cell again"
     )
-
-
-def _ago(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s ago"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min ago"
-    return f"{seconds / 3600:.0f} h ago"

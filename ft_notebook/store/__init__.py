@@ -44,8 +44,14 @@ from ft_notebook.store._codec import PACK_BELOW
 from ft_notebook.store._location import checked_step, run_name
 from ft_notebook.store._maintenance import Retention, collect, delete
 from ft_notebook.store._raw import RawCheckpoint, open_first
-from ft_notebook.store._reader import Damaged, describe, read_files, read_manifest
-from ft_notebook.store._replicated import each, first_verifying, steps_newest_first
+from ft_notebook.store._reader import describe
+from ft_notebook.store._replicated import (
+    committed,
+    first_verifying,
+    intact_copy,
+    run_names,
+    steps_newest_first,
+)
 from ft_notebook.store._saving import Saver
 from ft_notebook.store._types import Checkpoint, CheckpointInfo
 
@@ -291,16 +297,9 @@ class CheckpointStore:
             CheckpointCorrupt: it verifies nowhere; the message says why at each place.
         """
         run, step = run_name(run), checked_step(step)
-        reasons = []
-        for loc in self._locations:
-            try:
-                manifest = read_manifest(loc, run, step)
-                read_files(loc, manifest, keep=False)
-            except FileNotFoundError:
-                continue
-            except Damaged as e:
-                reasons.append(f"at {loc.url}: {e}")
-                continue
+        found, reasons = intact_copy(self._locations, run, step)
+        if found is not None:
+            loc, manifest = found
             self._retention.mark_good(loc.url, run, step, manifest.digest)
             return describe(manifest, loc.url)
         if reasons:
@@ -321,25 +320,11 @@ class CheckpointStore:
     def list(self, run: str) -> builtins.list[CheckpointInfo]:
         """Committed checkpoints of ``run`` (a valid manifest at some location), oldest
         first. Their data is not read: :meth:`verify` does that."""
-        run = run_name(run)
-        found: dict[int, CheckpointInfo] = {}
-        for loc, steps in each(self._locations, f"list run {run!r}", lambda loc: loc.steps(run)):
-            for step in set(steps) - set(found):
-                try:
-                    found[step] = describe(read_manifest(loc, run, step), loc.url)
-                except (FileNotFoundError, Damaged):
-                    continue
-        return [found[s] for s in sorted(found)]
+        return committed(self._locations, run_name(run))
 
     def runs(self) -> builtins.list[str]:
         """Names of the runs that have a folder at any location."""
-        return sorted(
-            {
-                r
-                for _, runs in each(self._locations, "list runs", lambda loc: loc.runs())
-                for r in runs
-            }
-        )
+        return run_names(self._locations)
 
     # -- deleting --------------------------------------------------------------------
 

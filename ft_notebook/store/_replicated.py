@@ -1,4 +1,5 @@
-"""Reading a store's locations together: each that answers, the first copy that verifies.
+"""Reading a store's locations together: each that answers, the first copy that
+verifies, and what they hold between them (runs, committed checkpoints).
 
 A store commits every checkpoint to each of its locations (its URL, then its
 replicas), so a reader may take any copy: a location that cannot be reached is passed
@@ -15,8 +16,9 @@ from typing import TypeVar
 
 from ft_notebook.exceptions import StoreError
 from ft_notebook.store._location import Location
-from ft_notebook.store._reader import Damaged, load_from
-from ft_notebook.store._types import Checkpoint
+from ft_notebook.store._manifest import Manifest
+from ft_notebook.store._reader import Damaged, describe, load_from, read_files, read_manifest
+from ft_notebook.store._types import Checkpoint, CheckpointInfo
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -68,3 +70,42 @@ def first_verifying(
             )
         return found, reasons
     return None, reasons
+
+
+def intact_copy(
+    locations: Sequence[Location], run: str, step: int
+) -> tuple[tuple[Location, Manifest] | None, list[str]]:
+    """The first location whose copy of ``run``/``step`` verifies (every file read and
+    checked against the manifest, nothing decoded), with its manifest, and why the
+    copies before it did not; (None, []) if no location has it."""
+    reasons: list[str] = []
+    for loc in locations:
+        try:
+            manifest = read_manifest(loc, run, step)
+            read_files(loc, manifest, keep=False)
+        except FileNotFoundError:
+            continue
+        except Damaged as e:
+            reasons.append(f"at {loc.url}: {e}")
+            continue
+        return (loc, manifest), reasons
+    return None, reasons
+
+
+def committed(locations: Sequence[Location], run: str) -> list[CheckpointInfo]:
+    """The checkpoints of ``run`` with a valid manifest at some location that answers,
+    oldest first, each described from the first such location (data not read)."""
+    found: dict[int, CheckpointInfo] = {}
+    for loc, steps in each(locations, f"list run {run!r}", lambda loc: loc.steps(run)):
+        for step in set(steps) - set(found):
+            try:
+                found[step] = describe(read_manifest(loc, run, step), loc.url)
+            except (FileNotFoundError, Damaged):
+                continue
+    return [found[s] for s in sorted(found)]
+
+
+def run_names(locations: Sequence[Location]) -> list[str]:
+    """The runs that have a folder at any location that answers, sorted."""
+    listed = each(locations, "list runs", lambda loc: loc.runs())
+    return sorted({r for _, runs in listed for r in runs})

@@ -22,7 +22,8 @@ import pytest
 from dask.utils import parse_timedelta
 
 from ft_notebook import _config_sources
-from ft_notebook.config import _defaults, _parse_seconds
+from ft_notebook._config_values import parse_seconds
+from ft_notebook.config import _defaults
 
 
 def _dask_collect(defaults: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
@@ -150,7 +151,7 @@ def test_a_malformed_file_is_an_error_naming_it(tmp_path: Path) -> None:
     ],
 )
 def test_durations_parse_as_dask_parses_them(value: object) -> None:
-    assert _parse_seconds(value) == pytest.approx(parse_timedelta(value))
+    assert parse_seconds(value) == pytest.approx(parse_timedelta(value))
 
 
 @pytest.mark.parametrize("value", ["soon", "5 fortnights", "", [1]])
@@ -158,7 +159,7 @@ def test_bad_durations_fail_in_both(value: object) -> None:
     with pytest.raises((KeyError, ValueError, IndexError, AttributeError)):
         parse_timedelta(value)  # type: ignore[arg-type]
     with pytest.raises((KeyError, ValueError, IndexError, AttributeError)):
-        _parse_seconds(value)
+        parse_seconds(value)
 
 
 _BOTH_WAYS = """
