@@ -21,6 +21,13 @@ from ft_notebook.events import CheckpointCommitted, RunState, publish, run_topic
 from ft_notebook.train.coordinator import RunCoordinator
 from ft_notebook.train.coordinator._record import Record
 from ft_notebook.train.protocol import How, RankOp, Report
+from ft_notebook.train.report_kinds import (
+    CheckpointData,
+    ProgressData,
+    ReadyData,
+    ReportData,
+    ResumedData,
+)
 from ft_notebook.train.spec import RunOptions
 
 WORKERS = ["cpu0", "cpu1", "cpu2"]
@@ -68,12 +75,15 @@ class Drive:
         self.coordinator.plans.new_plan(record, list(WORKERS), How.FORM)
         return record
 
-    def report(self, kind: str, **data: Any) -> None:
+    def report(self, payload: ReportData, member: str | None = None) -> None:
+        """``payload`` as rank 0 (or ``member``) reports it, at the run's step."""
         plan = self.record.plan
         assert plan is not None
-        member = plan.members[0] if plan.members else WORKERS[0]
+        member = member or (plan.members[0] if plan.members else WORKERS[0])
         when = 1000.0 + next(self.clock)
-        report = Report(self.name, member, kind, plan.gen, self.step, when, data)
+        report = Report(
+            self.name, member, payload.KIND, plan.gen, self.step, when, payload.to_data()
+        )
         self.coordinator.reports.on_report(self.record, report)
 
     async def do(self, op: str) -> None:
@@ -83,27 +93,27 @@ class Drive:
             return
         if op in ("progress", "quiet-progress") and members:
             self.step += 5
-            self.report("progress", epoch=self.step // 8, loss=1.0 / self.step, world=len(members))
+            self.report(
+                ProgressData(epoch=self.step // 8, loss=1.0 / self.step, world=len(members))
+            )
             if op == "progress":  # the publisher's turn came (once a second); else not yet
                 c.progress.publish(record, force=True)
         elif op == "checkpoint" and members:
             # the rank's store journals its commit, and the rank reports it
             publish(CheckpointCommitted(self.step, 10), run_topic(self.name), run=self.name)
-            self.report("checkpoint", checkpoint_step=self.step)
+            self.report(CheckpointData(checkpoint_step=self.step))
         elif op in ("kill", "hang") and members:
             victim = members[-1]
             c.link.control._tell("lost" if op == "kill" else "hung", victim, f"tcp://{victim}", op)
         elif op == "resumed" and members:
-            self.report("resumed", synced_step=self.step)
+            self.report(ResumedData(synced_step=self.step))
         elif op == "rejoin":
             gone = [w for w in WORKERS if w not in record.members.actors]
             if gone:
                 c.link.control._tell("joined", gone[0], f"tcp://{gone[0]}", "")
                 await asyncio.sleep(0)  # the actor's start, on the coordinator's loop
-                plan = record.plan
-                if plan is not None:
-                    ready = Report(self.name, gone[0], "ready", plan.gen, 0, 1000.0, {})
-                    c.reports.on_report(record, ready)
+                if record.plan is not None:
+                    self.report(ReadyData(), member=gone[0])
         elif op == "cancel":
             c.cancel(self.name)
         elif op == "down":

@@ -152,7 +152,8 @@ class Report:
     """One message of a rank: ``kind`` says what happened, ``data`` the details.
 
     ``kind`` is a :class:`ReportKind`; one this version does not know is refused
-    (:class:`UnknownMessage`).
+    (:class:`UnknownMessage`). ``data`` stays a plain dict, as it travels; its kind's
+    class in :mod:`.report_kinds` builds it at the rank and reads it at the coordinator.
     """
 
     run: str
@@ -162,6 +163,9 @@ class Report:
     step: int = 0
     time: float = 0.0
     data: dict[str, Any] = field(default_factory=dict)
+    #: The run's submission the rank was started for: a late report of an earlier run
+    #: of the same name is ignored (empty: not told).
+    incarnation: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", _member(ReportKind, self.kind))

@@ -18,6 +18,7 @@ from ft_notebook.train.coordinator._publisher import ProgressPublisher
 from ft_notebook.train.coordinator._record import Record
 from ft_notebook.train.coordinator._status import RunStatus
 from ft_notebook.train.protocol import How, Report
+from ft_notebook.train.report_kinds import DoneData, ErrorData
 
 
 class RunEnd:
@@ -44,16 +45,18 @@ class RunEnd:
         self.link.control.release(f"run:{record.name}")
 
     def on_done(self, record: Record, r: Report) -> None:
-        _history.add_robust_window(record, r.data)  # the steps after the last progress
-        record.step, record.epoch = r.step, int(r.data.get("epoch", record.epoch))
-        record.loss = r.data.get("loss", record.loss)
-        if isinstance(r.data.get("checkpoint"), int):  # the run's last one
-            self.status.checkpointed(record, r.data["checkpoint"])
+        d = DoneData.of(r)
+        _history.add_robust_window(record, d)  # the steps after the last progress
+        record.step = r.step
+        if d.epoch is not None:
+            record.epoch = d.epoch
+        if d.loss is not None:
+            record.loss = d.loss
+        if d.checkpoint is not None:  # the run's last one
+            self.status.checkpointed(record, d.checkpoint)
         self.finish(record, RunState.COMPLETED, f"{r.step} steps")
 
     def on_error(self, record: Record, r: Report) -> None:
-        record.errors[r.name] = {
-            "error": str(r.data.get("error", "")),
-            "traceback": str(r.data.get("traceback", "")),
-        }
-        self.finish(record, RunState.FAILED, f"{r.name}: {r.data.get('error')}")
+        d = ErrorData.of(r)
+        record.errors[r.name] = {"error": d.error, "traceback": d.traceback}
+        self.finish(record, RunState.FAILED, f"{r.name}: {d.error}")

@@ -29,6 +29,7 @@ from ft_notebook.train.coordinator._generations import Generations
 from ft_notebook.train.coordinator._link import SchedulerLink
 from ft_notebook.train.coordinator._record import Record
 from ft_notebook.train.protocol import Plan, Report
+from ft_notebook.train.report_kinds import PeerFailedData
 
 logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
 
@@ -46,8 +47,9 @@ class Evictions:
     def on_not_met(self, record: Record, r: Report) -> None:
         """A rank's rendezvous failed: count the members whose arrival it did not see
         (by generation: the coordinator may have moved on when a late report comes)."""
-        absent, gen = r.data.get("absent"), r.data.get("plan", r.gen)
-        if not isinstance(absent, (list, tuple)) or not isinstance(gen, int):  # msgpack: tuples
+        d = PeerFailedData.of(r)
+        absent, gen = d.absent, d.plan
+        if absent is None:  # not a rendezvous, or the rank could not look
             return
         if gen not in record.members.absent:
             for old in sorted(record.members.absent)[:-3]:  # only the newest failures matter

@@ -23,6 +23,7 @@ from ft_notebook.train.coordinator._publisher import ProgressPublisher
 from ft_notebook.train.coordinator._record import Record
 from ft_notebook.train.coordinator._status import RunStatus
 from ft_notebook.train.protocol import How, Plan, RankOp, Report, generation_prefix
+from ft_notebook.train.report_kinds import PreparedData, SyncedData
 
 
 class Generations:
@@ -138,7 +139,7 @@ class Generations:
         """A member trains generation ``r.gen`` from ``r.step``: once all do, the run
         is running (unless a recovery is still to be completed by ``resumed``)."""
         record.gens.synced.setdefault(r.gen, set()).add(r.name)
-        if r.data.get("verified"):
+        if SyncedData.of(r).verified:
             record.gens.verified.add(r.gen)
         record.step = max(record.step, r.step)
         plan = record.plan
@@ -155,5 +156,5 @@ class Generations:
 
     def on_prepared(self, record: Record, r: Report) -> None:
         """A member built its survivor groups: a single loss may take the fast path."""
-        gen = int(r.data.get("prepared_gen", r.gen))
+        gen = PreparedData.of(r).prepared_gen
         record.gens.prepared.setdefault(gen, set()).add(r.name)

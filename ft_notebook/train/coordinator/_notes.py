@@ -12,6 +12,13 @@ from ft_notebook.events import CheckpointFailed, RolledBack, StateRepaired, Step
 from ft_notebook.train.coordinator._record import Record
 from ft_notebook.train.coordinator._status import RunStatus
 from ft_notebook.train.protocol import Report
+from ft_notebook.train.report_kinds import (
+    CheckpointData,
+    CheckpointFailedData,
+    NonfiniteData,
+    RollbackData,
+    StateRepairedData,
+)
 
 
 class RunNotes:
@@ -21,54 +28,40 @@ class RunNotes:
         self.status = status
 
     def on_nonfinite(self, record: Record, r: Report) -> None:
+        d = NonfiniteData.of(r)
         record.noted.nonfinite += 1
-        step, streak = int(r.data.get("at_step", r.step)), int(r.data.get("streak", 1))
-        record.noted.notes.append({"kind": r.kind, "time": r.time, "step": step})
-        self.status.publish(record, StepSkipped(skipped_step=step, streak=streak))
+        record.noted.notes.append({"kind": r.kind, "time": r.time, "step": d.at_step})
+        self.status.publish(record, StepSkipped(skipped_step=d.at_step, streak=d.streak))
 
     def on_rollback(self, record: Record, r: Report) -> None:
-        record.noted.notes.append({"kind": r.kind, "time": r.time, **r.data})
+        d = RollbackData.of(r)
+        record.noted.notes.append({"kind": r.kind, "time": r.time, **d.to_data()})
         self.status.publish(
-            record,
-            RolledBack(
-                from_step=int(r.data["from_step"]),
-                to_step=int(r.data["to_step"]),
-                skipped_steps=tuple(int(s) for s in r.data.get("skipped", [])),
-            ),
+            record, RolledBack(from_step=d.from_step, to_step=d.to_step, skipped_steps=d.skipped)
         )
 
     def on_state_repaired(self, record: Record, r: Report) -> None:
-        record.noted.notes.append({"kind": r.kind, "time": r.time, **r.data})
+        d = StateRepairedData.of(r)
+        record.noted.notes.append({"kind": r.kind, "time": r.time, **d.to_data()})
         self.status.publish(
             record,
-            StateRepaired(
-                at_step=int(r.data.get("at_step", r.step)),
-                workers=tuple(str(w) for w in r.data.get("workers", [])),
-                source=str(r.data.get("source", r.name)),
-                when=str(r.data.get("when", "")),
-            ),
+            StateRepaired(at_step=d.at_step, workers=d.workers, source=d.source, when=d.when),
         )
 
     def on_checkpoint_failed(self, record: Record, r: Report) -> None:
-        record.noted.notes.append({"kind": r.kind, "time": r.time, **r.data})
+        d = CheckpointFailedData.of(r)
+        record.noted.notes.append({"kind": r.kind, "time": r.time, **d.to_data()})
         record.noted.lagging = True
         self.status.publish(
             record,
-            CheckpointFailed(
-                checkpoint_step=r.step,
-                error=str(r.data.get("error", "")),
-                retry_at_step=int(r.data.get("retry_at", 0)),
-            ),
+            CheckpointFailed(checkpoint_step=r.step, error=d.error, retry_at_step=d.retry_at),
         )
 
     def on_checkpoint(self, record: Record, r: Report) -> None:
-        if isinstance(r.data.get("checkpoint_step"), int):
-            self.status.checkpointed(record, r.data["checkpoint_step"])
+        d = CheckpointData.of(r)
+        self.status.checkpointed(record, d.checkpoint_step)
         record.noted.lagging = False
-        if isinstance(r.data.get("stall_s"), (int, float)):  # what the save cost training
-            record.noted.checkpoint_costs = [
-                *record.noted.checkpoint_costs,
-                float(r.data["stall_s"]),
-            ][-20:]
-        if isinstance(r.data.get("plan"), dict):  # checkpoint_every="auto": the new plan
-            record.noted.checkpoint_plan = dict(r.data["plan"])
+        if d.stall_s is not None:  # what the save cost training
+            record.noted.checkpoint_costs = [*record.noted.checkpoint_costs, d.stall_s][-20:]
+        if d.plan is not None:  # checkpoint_every="auto": the new plan
+            record.noted.checkpoint_plan = dict(d.plan)

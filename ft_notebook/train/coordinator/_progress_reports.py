@@ -15,6 +15,7 @@ from typing import Any
 
 from ft_notebook.train.coordinator._record import Record
 from ft_notebook.train.protocol import Report
+from ft_notebook.train.report_kinds import DoneData, EvalData, ProgressData
 
 #: Points a run's history keeps (see :func:`trim_history`).
 HISTORY_MAX = 2000
@@ -22,57 +23,57 @@ HISTORY_MAX = 2000
 
 def on_progress(record: Record, r: Report) -> None:
     """Rank 0's progress (throttled): the step, its rate, and a point of the curve."""
-    d = r.data
+    d = ProgressData.of(r)
     now = time.time()
     if r.step > record.step:
         record.last_advance = now
-        rate = d.get("steps_per_s") or 0
-        record.progress.steps_per_s = float(rate)
+        rate = d.steps_per_s or 0.0
+        record.progress.steps_per_s = rate
         if rate:
-            record.progress.step_times = ([*record.progress.step_times, 1.0 / float(rate)])[-50:]
-    record.step, record.epoch, record.loss = r.step, int(d.get("epoch", 0)), d.get("loss")
-    point = {
+            record.progress.step_times = ([*record.progress.step_times, 1.0 / rate])[-50:]
+    record.step, record.epoch, record.loss = r.step, d.epoch, d.loss
+    point: dict[str, Any] = {
         "step": r.step,
         "time": r.time,
-        "loss": d.get("loss"),
-        "steps_per_s": d.get("steps_per_s"),
-        "samples_per_s": d.get("samples_per_s"),
-        "world_size": d.get("world"),
+        "loss": d.loss,
+        "steps_per_s": d.steps_per_s,
+        "samples_per_s": d.samples_per_s,
+        "world_size": d.world,
     }
     point.update(add_robust_window(record, d))
-    if "lagging" in d:  # rank 0's view: failing saves, or saves queued behind a slow one
-        record.noted.lagging = bool(d["lagging"])
+    if d.lagging is not None:  # rank 0's view: failing saves, or saves queued behind a slow one
+        record.noted.lagging = d.lagging
     if r.step % record.progress.history_every == 0:
         record.progress.history.append(point)
     trim_history(record)
 
 
-def add_robust_window(record: Record, d: dict[str, Any]) -> dict[str, Any]:
+def add_robust_window(record: Record, d: ProgressData | DoneData) -> dict[str, Any]:
     """Add a robust aggregator's window (what rank 0 tells with each progress report,
     and with ``done`` for the steps after the last one) to the run's totals; returns
     the window, for the history point."""
     window: dict[str, Any] = {}
-    suspects = d.get("suspects")
-    if isinstance(suspects, dict) and suspects:  # worker -> suspect steps in the window
-        window["suspects"] = dict(suspects)
+    if d.suspects:  # worker -> suspect steps in the window
+        window["suspects"] = dict(d.suspects)
         totals = record.progress.suspects
-        for name, steps in suspects.items():
-            totals[str(name)] = totals.get(str(name), 0) + int(steps)
-    if d.get("mean_steps"):  # on_violation="mean": steps the rule could not hold for
-        window["mean_steps"] = int(d["mean_steps"])
-        record.progress.mean_steps += int(d["mean_steps"])
+        for name, steps in d.suspects.items():
+            totals[name] = totals.get(name, 0) + steps
+    if d.mean_steps:  # on_violation="mean": steps the rule could not hold for
+        window["mean_steps"] = d.mean_steps
+        record.progress.mean_steps += d.mean_steps
     return window
 
 
 def on_eval(record: Record, r: Report) -> None:
     """An evaluation (run in the background on rank 0) finished: its result goes
     into the history at the step whose weights it evaluated."""
-    step = int(r.data.get("eval_step", r.step))
+    d = EvalData.of(r)
+    step = d.eval_step
     result: dict[str, Any] = {"eval_time": r.time}  # when it finished
-    if "eval" in r.data:
-        result["eval"] = r.data["eval"]
-    if "eval_error" in r.data:
-        result["eval_error"] = r.data["eval_error"]
+    if d.eval is not None:
+        result["eval"] = d.eval
+    if d.eval_error is not None:
+        result["eval_error"] = d.eval_error
     for point in reversed(record.progress.history):
         if point["step"] == step:
             point.update(result)

@@ -23,6 +23,7 @@ from ft_notebook.train.coordinator._record import Record
 from ft_notebook.train.coordinator._stall import stall_threshold
 from ft_notebook.train.coordinator._status import RunStatus
 from ft_notebook.train.protocol import How, Report
+from ft_notebook.train.report_kinds import PeerFailedData, ResumedData
 
 logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
 
@@ -60,7 +61,7 @@ class Recoveries:
         if pending is None or plan is None or r.gen != plan.gen:
             return
         record.recovery.pending = None
-        lost = max(0, int(pending["highest_step"]) - int(r.data.get("synced_step", r.step)))
+        lost = max(0, int(pending["highest_step"]) - ResumedData.of(r).synced_step)
         recovery = Recovery(
             cause=pending["cause"],
             detected_at=pending["detected_at"],
@@ -88,8 +89,9 @@ class Recoveries:
         a moment to arrive, else form the same members again."""
         self.evictions.on_not_met(record, r)
         plan = record.plan
-        if plan is not None and r.data.get("plan", r.gen) == plan.gen:
-            error = str(r.data.get("error", ""))
+        d = PeerFailedData.of(r)
+        if plan is not None and d.plan == plan.gen:
+            error = d.error
             asyncio.get_running_loop().call_later(
                 _LOSS_GRACE_S, self.reform_if_stuck, record, plan.gen, r.step, error
             )

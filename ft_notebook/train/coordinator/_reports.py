@@ -3,9 +3,10 @@
 Reports come through the scheduler's event log (``log_event``). :class:`RunReports`
 owns reading them (one it cannot read is logged and dropped; one of a finished run,
 or of an earlier run of the same name, is ignored), ``Record.highest_step``, and the
-dispatch table: one handler per :class:`~._protocol.ReportKind`, each the method of
-the part that owns what the report moves on. A kind with no handler is refused when
-the table is built, so a new kind cannot be dropped unseen.
+dispatch table: one handler per :class:`~ft_notebook.train.protocol.ReportKind`, each
+the method of the part that owns what the report moves on, and each reading the report
+as its kind's class (:mod:`ft_notebook.train.report_kinds`). A kind with no handler is
+refused when the table is built, so a new kind cannot be dropped unseen.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ft_notebook.train.coordinator._notes import RunNotes
 from ft_notebook.train.coordinator._record import Record
 from ft_notebook.train.coordinator._recoveries import Recoveries
 from ft_notebook.train.protocol import REPORT_TOPIC, Report, ReportKind, UnknownMessage
+from ft_notebook.train.report_kinds import payload_of
 
 logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
 
@@ -64,13 +66,14 @@ class RunReports:
             return
         try:
             report = Report.from_wire(msg)
+            payload_of(report)  # a malformed one is refused here, not in its handler
         except UnknownMessage as e:  # never guessed at: a rank of another version?
             logger.error("a rank's report was refused: %s", e)
             return
         record = self.runs.get(report.run)
         if record is None or record.finished:
             return
-        if report.data.get("incarnation", record.incarnation) != record.incarnation:
+        if report.incarnation and report.incarnation != record.incarnation:
             return  # a late report of an earlier run of this name
         try:
             self.on_report(record, report)

@@ -30,7 +30,7 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook.exceptions import RendezvousTimeout
-from ft_notebook.train.protocol import Phase, Plan, ReportKind
+from ft_notebook.train.protocol import Phase, Plan
 from ft_notebook.train.rank._agreement import StateAgreement
 from ft_notebook.train.rank._checkpoints import RankCheckpoints
 from ft_notebook.train.rank._collectives import Collectives
@@ -46,6 +46,7 @@ from ft_notebook.train.rank._groups import (
 from ft_notebook.train.rank._held_state import HeldState
 from ft_notebook.train.rank._report import RankReporter
 from ft_notebook.train.rank._steps import StepLoop
+from ft_notebook.train.report_kinds import ErrorData, PeerFailedData, ReadyData, SyncedData
 
 if TYPE_CHECKING:
     from ft_notebook.train.rank._trainer import Trainer
@@ -242,7 +243,7 @@ class RankActor(threading.Thread):
             self.reporter.set_phase(Phase.FAILED)
             text = traceback.format_exc()
             self.reporter.log(text)
-            self.reporter.report(ReportKind.ERROR, error=f"{type(e).__name__}: {e}", traceback=text)
+            self.reporter.report(ErrorData(error=f"{type(e).__name__}: {e}", traceback=text))
         finally:
             if self.generations is not None:
                 self.generations.leave()
@@ -291,7 +292,7 @@ class RankActor(threading.Thread):
             self.checkpoints.resume()
         self.reporter.set_phase(Phase.READY)
         log(f"ready on {device} ({held.trainer.numel} parameters, {held.trainer.size} samples)")
-        self.reporter.report(ReportKind.READY, device=str(device))
+        self.reporter.report(ReadyData(device=str(device)))
         while True:
             plan = self._next_plan()
             if plan.stop:
@@ -310,10 +311,9 @@ class RankActor(threading.Thread):
                 self._drop_buffers()
                 self.reporter.set_phase(Phase.PEER_FAILED)
                 log(str(e))
-                seen = {}
-                if isinstance(e, NotMet) and e.absent is not None:
-                    seen["absent"] = list(e.absent)  # who its peers may blame
-                self.reporter.report(ReportKind.PEER_FAILED, error=str(e), plan=plan.gen, **seen)
+                # a failed rendezvous: who its peers may blame
+                absent = e.absent if isinstance(e, NotMet) else None
+                self.reporter.report(PeerFailedData(error=str(e), plan=plan.gen, absent=absent))
 
     def _generation(self, plan: Plan) -> None:
         """Establish the plan's generation, agree on its state and train it to the end;
@@ -325,7 +325,7 @@ class RankActor(threading.Thread):
         self.agreement.sync(plan.committed)
         self.agreement.verify(f"generation {plan.gen} formed")
         self.reporter.report(
-            ReportKind.SYNCED, world=gen.world, rank=gen.rank, how=plan.how, verified=True
+            SyncedData(world=gen.world, rank=gen.rank, how=plan.how, verified=True)
         )
         if plan.prepare and 1 < gen.world <= self.spec.survivor_groups_max_world:
             self.generations.prepare_survivors(plan, gen)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ft_notebook.train.protocol import Phase, ReportKind
+from ft_notebook.train.protocol import Phase
 from ft_notebook.train.rank._verify import Verdict, initial_source
+from ft_notebook.train.report_kinds import StateRepairedData
 
 if TYPE_CHECKING:
     from ft_notebook.train.rank._checkpoints import RankCheckpoints
@@ -85,11 +86,12 @@ class StateAgreement:
                 f"from torch's generator meanwhile): every rank starts from this one's"
             )
             self.reporter.report(
-                ReportKind.STATE_REPAIRED,
-                workers=names,
-                source=gen.name,
-                at_step=0,
-                when="building the initial state",
+                StateRepairedData(
+                    workers=tuple(names),
+                    source=gen.name,
+                    at_step=0,
+                    when="building the initial state",
+                )
             )
         return sender
 
@@ -134,10 +136,8 @@ class StateAgreement:
             names = [gen.members[r] for r in verdict.repaired]
             self.reporter.log(f"after {when}: {names} held another state; they took this one's")
             self.reporter.report(
-                ReportKind.STATE_REPAIRED,
-                workers=names,
-                source=gen.name,
-                at_step=held.step,
-                when=when,
+                StateRepairedData(
+                    workers=tuple(names), source=gen.name, at_step=held.step, when=when
+                )
             )
         return verdict

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from ft_notebook.train._earlier import check_order
 from ft_notebook.train._schedule import CheckpointSchedule
-from ft_notebook.train.protocol import ReportKind
 from ft_notebook.train.rank._durable import DurableCheckpoints
+from ft_notebook.train.report_kinds import CheckpointData, CheckpointFailedData
 
 if TYPE_CHECKING:
     from ft_notebook.train.rank._held_state import HeldState
@@ -34,16 +34,14 @@ class RankCheckpoints:
             None if spec.checkpoint_auto else spec.checkpoint_every, spec.mtbf_s
         )
         #: step -> what its save cost training, and the plan made after it, until it commits
-        self._saved: dict[int, dict[str, Any]] = {}
+        self._saved: dict[int, CheckpointData] = {}
         self.durable = DurableCheckpoints(
             spec.store_url, spec.store_keep, run, spec.checkpoint_every, on_commit=self._committed
         )
 
     def _committed(self, step: int) -> None:
         """A save committed (on the writer's thread): told with what it cost."""
-        self.reporter.report(
-            ReportKind.CHECKPOINT, checkpoint_step=step, **self._saved.pop(step, {})
-        )
+        self.reporter.report(self._saved.pop(step, CheckpointData(checkpoint_step=step)))
 
     def metadata(self) -> dict[str, Any]:
         held, spec = self.held, self.spec
@@ -80,10 +78,10 @@ class RankCheckpoints:
         _, error = durable.save(held.step, held.trainer.state, self.metadata())
         if error is None:
             planned = self.schedule.saved(held.step, durable.last_stall_s, self.step_time_s)
-            told: dict[str, Any] = {"stall_s": round(durable.last_stall_s, 6)}
+            plan = None
             if planned is not None:
                 made = planned.plan
-                told["plan"] = {
+                plan = {
                     "every_steps": planned.every,
                     "step_time_s": round(planned.step_time_s, 6),
                     "cost_s": round(made.cost, 6),
@@ -92,6 +90,8 @@ class RankCheckpoints:
                     "interval_s": round(made.interval, 3),
                     "waste": round(made.waste, 6),
                 }
+            stall_s = round(durable.last_stall_s, 6)
+            told = CheckpointData(checkpoint_step=held.step, stall_s=stall_s, plan=plan)
             self._saved[held.step] = told
         if durable.last_stall_s > _STALL_WORTH_LOGGING_S:  # e.g. pinned buffers allocated
             log(
@@ -101,9 +101,7 @@ class RankCheckpoints:
         if error is not None:
             retry = durable.retry_at
             log(f"checkpoint at step {held.step} failed ({error}); next try at step {retry}")
-            self.reporter.report(
-                ReportKind.CHECKPOINT_FAILED, error=str(error)[:500], retry_at=retry
-            )
+            self.reporter.report(CheckpointFailedData(error=str(error)[:500], retry_at=retry))
 
     def final(self) -> int | None:
         """Commit the last step (unless it already is); None if that failed, which is

@@ -19,7 +19,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ft_notebook.train.protocol import ReportKind, plain
+from ft_notebook.train.protocol import plain
+from ft_notebook.train.report_kinds import EvalData
 
 #: How long a due evaluation waits for the one before (it holds up training meanwhile).
 _GRACE_S = 1.0
@@ -35,7 +36,7 @@ class BackgroundEval:
         self,
         eval_fn: Callable[[Any], dict[str, Any]],
         log: Callable[[str], None],
-        report: Callable[..., None],
+        report: Callable[[EvalData], None],
     ) -> None:
         self.eval_fn, self.log, self.report = eval_fn, log, report
         self._thread: threading.Thread | None = None
@@ -76,9 +77,7 @@ class BackgroundEval:
         if self._thread.is_alive():
             step = self._running_step
             self.log(f"evaluation at step {step} still running after {timeout_s:.0f} s")
-            self.report(
-                ReportKind.EVAL, eval_step=step, eval_error=f"not done after {timeout_s:.0f} s"
-            )
+            self.report(EvalData(eval_step=step, eval_error=f"not done after {timeout_s:.0f} s"))
 
     def _evaluate(self, step: int, model: Any) -> None:
         import torch
@@ -88,14 +87,12 @@ class BackgroundEval:
             torch.cuda.set_device(device)  # per thread: "cuda" means this worker's GPU
         try:
             with torch.no_grad():  # per thread: the training thread keeps its gradients
-                values = {k: plain(v) for k, v in self.eval_fn(model).items()}
+                values = {str(k): plain(v) for k, v in self.eval_fn(model).items()}
         except Exception as e:  # the user's function: say so, keep training
             self.log(f"evaluation at step {step} failed:\n{traceback.format_exc()}")
-            self.report(
-                ReportKind.EVAL, eval_step=step, eval_error=f"{type(e).__name__}: {e}"[:500]
-            )
+            self.report(EvalData(eval_step=step, eval_error=f"{type(e).__name__}: {e}"[:500]))
             return
-        self.report(ReportKind.EVAL, eval_step=step, eval=values)
+        self.report(EvalData(eval_step=step, eval=values))
 
 
 def _copy_without_grads(model: Any) -> Any:

@@ -20,7 +20,7 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook.exceptions import RendezvousTimeout
-from ft_notebook.train.protocol import How, Phase, ReportKind
+from ft_notebook.train.protocol import How, Phase
 from ft_notebook.train.rank._groups import (
     Generation,
     GroupTimeouts,
@@ -30,6 +30,7 @@ from ft_notebook.train.rank._groups import (
     make_group,
 )
 from ft_notebook.train.rank._partition import isolated
+from ft_notebook.train.report_kinds import PreparedData
 
 if TYPE_CHECKING:
     from ft_notebook.train.protocol import Plan
@@ -122,7 +123,7 @@ class RankGenerations:
         gen_no = gen.gen
 
         def report() -> None:
-            self.reporter.report(ReportKind.PREPARED, prepared_gen=gen_no)
+            self.reporter.report(PreparedData(prepared_gen=gen_no))
 
         gen.prepare_survivors(self.store(plan.store), self.timeouts.collective_s, report)
 

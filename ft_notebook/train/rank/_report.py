@@ -1,9 +1,10 @@
 """What one rank tells: its log lines, its phase, its reports to the coordinator.
 
 :class:`RankReporter` owns the rank's log (kept for ``rank_logs``), its
-:class:`~._protocol.Phase` and since when (``rank_state``; the coordinator's stall
-watch reads it), and the sending of :class:`~._protocol.Report` s on the scheduler's
-event log. The rank's other parts are given it; none of them sends a report itself.
+:class:`~ft_notebook.train.protocol.Phase` and since when (``rank_state``; the
+coordinator's stall watch reads it), and the sending of reports on the scheduler's
+event log, each built as its kind's class (:mod:`ft_notebook.train.report_kinds`).
+The rank's other parts are given it; none of them sends a report itself.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ft_notebook.train.protocol import REPORT_TOPIC, Phase, Report, ReportKind
+from ft_notebook.train.protocol import REPORT_TOPIC, Phase, Report
+from ft_notebook.train.report_kinds import ReportData
 
 logger = logging.getLogger("ft_notebook.train.rank")
 
@@ -49,16 +51,19 @@ class RankReporter:
         self.lines.append(line)
         logger.info(line)
 
-    def report(self, kind: ReportKind, **data: Any) -> None:
+    def report(self, payload: ReportData) -> None:
+        """Send ``payload`` as a report of its kind (a report refused is logged as an
+        error: a bug, and the coordinator never hears of it)."""
+        kind = payload.KIND
         gen, step = self.position()
-        data = {**data, "incarnation": self.incarnation}
-        msg = Report(self.run, self.name, kind, gen, step, time.time(), data)
         try:
+            data = payload.to_data()  # a field of the wrong type is refused here
+            msg = Report(self.run, self.name, kind, gen, step, time.time(), data, self.incarnation)
             self.worker.log_event(REPORT_TOPIC, msg.to_wire())
-        except (TypeError, ValueError):  # refused: a bug, and the coordinator never hears
-            logger.error("the %s report was refused by the event log", kind, exc_info=True)
+        except (TypeError, ValueError):  # UnknownMessage too
+            logger.error("the %s report was refused", kind.value, exc_info=True)
         except Exception:  # the worker is closing: nobody is left to tell
-            logger.debug("could not report %s", kind, exc_info=True)
+            logger.debug("could not report %s", kind.value, exc_info=True)
 
     def set_phase(self, phase: Phase) -> None:
         self.phase, self.phase_since = phase, time.time()

@@ -17,9 +17,16 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ft_notebook.train.protocol import Phase, ReportKind, plain
+from ft_notebook.train.protocol import Phase, plain
 from ft_notebook.train.rank._eval import BackgroundEval
 from ft_notebook.train.rank._groups import Interrupted
+from ft_notebook.train.report_kinds import (
+    DoneData,
+    NonfiniteData,
+    ProgressData,
+    ResumedData,
+    RollbackData,
+)
 
 if TYPE_CHECKING:
     from ft_notebook.train.protocol import Plan
@@ -50,7 +57,7 @@ class StepLoop:
         self.newer_plan = newer_plan
         self.evaluator: BackgroundEval | None = None  # rank 0's, once it evaluates
         self._last_progress = 0.0
-        self._last_loss: Any = None
+        self._last_loss: float | str | None = None
         self._window: tuple[float, int] | None = None
         #: a robust aggregator, since the last progress report: worker -> suspect steps
         self._suspects: collections.Counter[str] = collections.Counter()
@@ -77,7 +84,7 @@ class StepLoop:
             loss, ok = trainer.apply(trainer.reduce_rows(buffer))
             held.commit(step + 1)
             if first and gen.rank == 0:  # the coordinator times recoveries by this
-                report(ReportKind.RESUMED, synced_step=synced_step)
+                report(ResumedData(synced_step=synced_step))
             first = False
             if ok:
                 streak = 0
@@ -86,7 +93,7 @@ class StepLoop:
                 held.nonfinite_total += 1
                 held.skip.add(step)
                 if gen.rank == 0:
-                    report(ReportKind.NONFINITE, at_step=step, streak=streak, loss=plain(loss))
+                    report(NonfiniteData(at_step=step, streak=streak, loss=plain(loss)))
                 if streak >= self.spec.nonfinite_limit:
                     self._rollback(streak, plan)
                     streak = 0
@@ -106,13 +113,10 @@ class StepLoop:
         if not aggregated.held:
             self._mean_steps += 1
 
-    def _robust_window(self) -> dict[str, Any]:
-        """What the progress report says of the aggregator since the last one."""
-        told: dict[str, Any] = {}
-        if self._suspects:
-            told["suspects"] = dict(self._suspects)
-        if self._mean_steps:
-            told["mean_steps"] = self._mean_steps
+    def _robust_window(self) -> tuple[dict[str, int], int]:
+        """What the progress report says of the aggregator since the last one: the
+        suspects and the steps the rule did not hold for."""
+        told = dict(self._suspects), self._mean_steps
         self._suspects, self._mean_steps = collections.Counter(), 0
         return told
 
@@ -128,7 +132,7 @@ class StepLoop:
         self.reporter.log(f"{streak} non-finite steps in a row: rolled back to step {held.step}")
         if self.collectives.current().rank == 0:
             self.reporter.report(
-                ReportKind.ROLLBACK, to_step=held.step, from_step=came_from, skipped=skipped
+                RollbackData(to_step=held.step, from_step=came_from, skipped=tuple(skipped))
             )
 
     def _after_step(self, loss: float, *, checkpoint: bool) -> None:
@@ -149,16 +153,18 @@ class StepLoop:
             self._last_progress = now
             if rate > 0:
                 self.checkpoints.step_time_s = 1.0 / rate
-            robust = self._robust_window()
+            suspects, mean_steps = self._robust_window()
             self.reporter.report(
-                ReportKind.PROGRESS,
-                loss=plain(loss),
-                steps_per_s=round(rate, 3),
-                samples_per_s=round(rate * spec.batch_size, 1),
-                world=self.collectives.current().world,
-                epoch=step // held.trainer.steps_per_epoch,
-                lagging=self.checkpoints.durable.lagging,
-                **robust,
+                ProgressData(
+                    loss=plain(loss),
+                    steps_per_s=round(rate, 3),
+                    samples_per_s=round(rate * spec.batch_size, 1),
+                    world=self.collectives.current().world,
+                    epoch=step // held.trainer.steps_per_epoch,
+                    lagging=self.checkpoints.durable.lagging,
+                    suspects=suspects,
+                    mean_steps=mean_steps,
+                )
             )
 
     def finish(self) -> bytes | None:
@@ -175,13 +181,16 @@ class StepLoop:
         if gen.rank == 0:
             final = held.to_bytes()
             saved = self.checkpoints.final()
+            suspects, mean_steps = self._robust_window()  # since the last progress report
             self.reporter.report(
-                ReportKind.DONE,
-                checkpoint=saved,
-                nonfinite_total=held.nonfinite_total,
-                epoch=held.step // held.trainer.steps_per_epoch,
-                loss=self._last_loss,
-                **self._robust_window(),  # the steps since the last progress report
+                DoneData(
+                    checkpoint=saved,
+                    nonfinite_total=held.nonfinite_total,
+                    epoch=held.step // held.trainer.steps_per_epoch,
+                    loss=self._last_loss,
+                    suspects=suspects,
+                    mean_steps=mean_steps,
+                )
             )
         self.reporter.log(f"finished at step {held.step}")
         return final

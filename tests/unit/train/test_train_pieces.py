@@ -24,6 +24,7 @@ from ft_notebook.train.protocol import How, Plan, Report
 from ft_notebook.train.rank._groups import Interrupted, PeerFailed, Waker
 from ft_notebook.train.rank._trainer import Trainer
 from ft_notebook.train.rank._verify import SLOTS, StateCheck, StateUnverified, fingerprint
+from ft_notebook.train.report_kinds import EvalData, ReportData, StateRepairedData
 from ft_notebook.train.spec import FitSpec, RunOptions, dumps_spec
 
 pytestmark = pytest.mark.unit
@@ -311,12 +312,12 @@ def test_the_first_saves_memory_is_warmed_once_in_the_background(tmp_path: Any) 
 
 class _Reports:
     def __init__(self) -> None:
-        self.seen: list[dict[str, Any]] = []
+        self.seen: list[EvalData] = []
         self.lines: list[str] = []
         self.done = threading.Event()
 
-    def report(self, kind: str, **data: Any) -> None:
-        self.seen.append({"kind": kind, **data})
+    def report(self, payload: EvalData) -> None:
+        self.seen.append(payload)
         self.done.set()
 
 
@@ -344,7 +345,7 @@ def test_a_background_evaluation_sees_its_step_and_leaves_training_alone() -> No
     assert "step 8 skipped" in reports.lines[-1]
     release.set()
     ev.join()
-    assert reports.seen == [{"kind": "eval", "eval_step": 4, "eval": {"w": before}}]
+    assert reports.seen == [EvalData(eval_step=4, eval={"w": before})]
     assert grad_enabled == [False]
     assert all(p.grad is not None for p in model.parameters())  # not taken by the copy
 
@@ -359,9 +360,7 @@ def test_an_evaluation_that_raises_or_cannot_be_copied_is_reported_not_fatal() -
     ev = BackgroundEval(broken, reports.lines.append, reports.report)
     assert ev.start(3, torch.nn.Linear(2, 1))
     ev.join()
-    assert reports.seen == [
-        {"kind": "eval", "eval_step": 3, "eval_error": "ValueError: no validation data"}
-    ]
+    assert reports.seen == [EvalData(eval_step=3, eval_error="ValueError: no validation data")]
 
     class Uncopyable(torch.nn.Linear):
         def __deepcopy__(self, memo: Any) -> Any:
@@ -370,7 +369,7 @@ def test_an_evaluation_that_raises_or_cannot_be_copied_is_reported_not_fatal() -
     reports = _Reports()
     ev = BackgroundEval(lambda m: {"ok": 1.0}, reports.lines.append, reports.report)
     assert ev.start(5, Uncopyable(2, 1))  # evaluated on this thread instead
-    assert reports.seen == [{"kind": "eval", "eval_step": 5, "eval": {"ok": 1.0}}]
+    assert reports.seen == [EvalData(eval_step=5, eval={"ok": 1.0})]
     assert "cannot be copied" in reports.lines[0]
 
 
@@ -384,7 +383,7 @@ def test_a_hung_final_evaluation_does_not_keep_the_run_open() -> None:
     )
     ev.start(9, torch.nn.Linear(2, 1))
     ev.join(timeout_s=0.2)
-    assert reports.seen == [{"kind": "eval", "eval_step": 9, "eval_error": "not done after 0 s"}]
+    assert reports.seen == [EvalData(eval_step=9, eval_error="not done after 0 s")]
     stuck.set()
 
 
@@ -531,10 +530,10 @@ def test_a_rank_refuses_to_resume_from_a_checkpoint_of_other_data_settings(
 
 
 class _RankReports:
-    """A rank's reporter that keeps what it is told: (kind, data) per report."""
+    """A rank's reporter that keeps what it is told."""
 
     def __init__(self) -> None:
-        self.reports: list[tuple[str, dict[str, Any]]] = []
+        self.reports: list[ReportData] = []
 
     def log(self, message: str) -> None:
         pass
@@ -542,8 +541,8 @@ class _RankReports:
     def set_phase(self, phase: str) -> None:
         pass
 
-    def report(self, kind: str, **data: Any) -> None:
-        self.reports.append((kind, data))
+    def report(self, payload: ReportData) -> None:
+        self.reports.append(payload)
 
 
 class _Rank:
@@ -637,7 +636,7 @@ def test_a_member_holding_another_state_takes_a_vouched_one_and_says_so() -> Non
     for a, b in zip(_params(ranks[0]), _params(ranks[1]), strict=True):
         assert torch.equal(a, b)
     assert ranks[1].reports == [
-        ("state-repaired", {"workers": ["a"], "source": "b", "at_step": 3, "when": "a test"})
+        StateRepairedData(workers=("a",), source="b", at_step=3, when="a test")
     ]
     assert torch.equal(fingerprint(ranks[0].trainer), fingerprint(ranks[2].trainer))
 
