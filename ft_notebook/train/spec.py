@@ -75,7 +75,7 @@ class FitSpec:
     chunk_size: int | None = None  # deterministic: the micro-chunk size (see chunk)
     deterministic_chunks: int = field(default_factory=train_setting("deterministic_chunks"))
     #: Sum each step's parts in float64, so the result does not depend on the world
-    #: size (see :mod:`._trainer`).
+    #: size (see :mod:`.rank._trainer`).
     float64_sums: bool = field(default_factory=train_setting("float64_sums"))
     checkpoint_every: int = field(default_factory=train_setting("checkpoint_every"))
     #: checkpoint_every="auto": Daly's interval, planned by rank 0 (see ._schedule),

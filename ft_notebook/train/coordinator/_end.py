@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from ft_notebook.events import RunState
-from ft_notebook.train.coordinator import _progress_reports as _history
+from ft_notebook.train.coordinator import _progress_reports
 from ft_notebook.train.coordinator._generations import Generations
 from ft_notebook.train.coordinator._link import SchedulerLink
 from ft_notebook.train.coordinator._publisher import ProgressPublisher
@@ -46,7 +46,7 @@ class RunEnd:
 
     def on_done(self, record: Record, r: Report) -> None:
         d = DoneData.of(r)
-        _history.add_robust_window(record, d)  # the steps after the last progress
+        _progress_reports.add_robust_window(record, d)  # the steps after the last progress
         record.step = r.step
         if d.epoch is not None:
             record.epoch = d.epoch

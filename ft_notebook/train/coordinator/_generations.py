@@ -6,10 +6,10 @@ the next loss is recovered), the sends of each new plan to the rank actors, the
 rendezvous keys of retired groups, and what a loss does to the run (it opens
 ``record.recovery.pending``).
 
-Recovery (see :mod:`._protocol`): a single lost rank of a generation whose survivor
-groups are ready takes the fast path (:attr:`~._protocol.How.SURVIVE`: no
+Recovery (see :mod:`ft_notebook.train.protocol`): a single lost rank of a generation whose survivor
+groups are ready takes the fast path (:attr:`~ft_notebook.train.protocol.How.SURVIVE`: no
 rendezvous); anything else, or the fast path turned off, forms a new group
-(:attr:`~._protocol.How.FORM`). Fewer than ``min_workers`` survivors park the ranks
+(:attr:`~ft_notebook.train.protocol.How.FORM`). Fewer than ``min_workers`` survivors park the ranks
 (STALLED) until workers come back.
 """
 

@@ -2,7 +2,7 @@
 states, failed and committed checkpoints.
 
 :class:`RunNotes` keeps ``record.noted`` (``notes``, ``nonfinite``, ``checkpoint``,
-``lagging``, which rank 0's progress also sets in :mod:`._history`, and what saves
+``lagging``, which rank 0's progress also sets in :mod:`._progress_reports`, and what saves
 cost), and publishes the event each note stands for.
 """
 

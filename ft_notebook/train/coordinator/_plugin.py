@@ -3,20 +3,20 @@
 It lives in the scheduler, so a run goes on when the notebook kernel that started it
 dies. :class:`RunCoordinator` owns the runs' records (``runs``: name ->
 :class:`~._record.Record`), the API the kernels call through
-``Client.run_on_scheduler`` (:mod:`._remote`: ``submit``, ``info``, ``cancel``), and
+its scheduler handler ``ft_train`` (:class:`~ft_notebook.train.protocol.RunAction`), and
 the plugin's life (``start``, ``close``, ``log_event``). The work is done by the
 parts it wires together, each given what it needs:
 
 - :class:`~._link.SchedulerLink`: calls to workers, the control plane, background tasks;
 - :class:`~._status.RunStatus`: state and health transitions, events on the run's topic;
-- :class:`~._progress_publisher.ProgressPublisher`: progress for dashboards;
+- :class:`~._publisher.ProgressPublisher`: progress for dashboards;
 - :class:`~._generations.Generations`: plans, their delivery, what a loss does;
 - :class:`~._end.RunEnd`: the end of a run;
 - :class:`~._membership.Membership`: rank actors, joiners, the control plane's news;
 - :class:`~._recoveries.Recoveries`: recoveries completed, failed collectives, and
   through :class:`~._evictions.Evictions` a member that cannot meet its peers evicted;
 - :class:`~._notes.RunNotes`: skipped steps, rollbacks, repairs, checkpoints;
-- :class:`~._reports.RunReports`: rank reports, dispatched by kind (:mod:`._history`
+- :class:`~._reports.RunReports`: rank reports, dispatched by kind (:mod:`._progress_reports`
   handles progress and evaluations);
 - :class:`~._stall.StallWatch`: the watchdog loop, hangs heartbeats do not show.
 """

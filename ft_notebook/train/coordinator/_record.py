@@ -3,11 +3,11 @@
 :meth:`Record.info` is what a :class:`~ft_notebook.train.Run` handle in any kernel
 reads (plain, JSON-able values).
 
-The coordinator's parts (:mod:`._coordinator`) share a run's record, and each keeps
+The coordinator's parts (:mod:`._plugin`) share a run's record, and each keeps
 its own book in it: ``members`` (:class:`MemberBook`: :mod:`._membership` and
 :mod:`._evictions`), ``gens`` (:class:`GenerationBook`: :mod:`._generations`),
 ``recovery`` (:class:`RecoveryBook`: :mod:`._recoveries`), ``progress``
-(:class:`ProgressBook`: :mod:`._history`) and ``noted`` (:class:`NoteBook`:
+(:class:`ProgressBook`: :mod:`._progress_reports`) and ``noted`` (:class:`NoteBook`:
 :mod:`._notes`). The few fields every part reads stay on the record itself:
 ``plan`` (:mod:`._generations`), ``finished_at`` and ``errors`` (:mod:`._end`),
 ``highest_step`` (:mod:`._reports`); ``step``, ``epoch``, ``loss`` and
@@ -85,8 +85,8 @@ class RecoveryBook:
 
 @dataclass
 class ProgressBook:
-    """Rank 0's progress: written by :mod:`._history`, ``published`` by
-    :mod:`._progress_publisher`."""
+    """Rank 0's progress: written by :mod:`._progress_reports`, ``published`` by
+    :mod:`._publisher`."""
 
     history: list[dict[str, Any]] = field(default_factory=list)
     history_every: int = 1
@@ -102,7 +102,7 @@ class ProgressBook:
 @dataclass
 class NoteBook:
     """Skipped steps, rollbacks, repairs and checkpoints: :mod:`._notes` (``lagging``
-    also from rank 0's progress, :mod:`._history`)."""
+    also from rank 0's progress, :mod:`._progress_reports`)."""
 
     notes: list[dict[str, Any]] = field(default_factory=list)  # nonfinite, rollback, repairs
     nonfinite: int = 0

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ft_notebook.train.coordinator import _progress_reports as _history
+from ft_notebook.train.coordinator import _progress_reports
 from ft_notebook.train.coordinator._end import RunEnd
 from ft_notebook.train.coordinator._generations import Generations
 from ft_notebook.train.coordinator._membership import Membership
@@ -48,8 +48,8 @@ class RunReports:
             ReportKind.SYNCED: plans.on_synced,
             ReportKind.PREPARED: plans.on_prepared,
             ReportKind.RESUMED: recoveries.on_resumed,
-            ReportKind.PROGRESS: _history.on_progress,
-            ReportKind.EVAL: _history.on_eval,
+            ReportKind.PROGRESS: _progress_reports.on_progress,
+            ReportKind.EVAL: _progress_reports.on_eval,
             ReportKind.CHECKPOINT: notes.on_checkpoint,
             ReportKind.CHECKPOINT_FAILED: notes.on_checkpoint_failed,
             ReportKind.NONFINITE: notes.on_nonfinite,
@@ -86,7 +86,7 @@ class RunReports:
 
 
 def check_covers(table: dict[ReportKind, Handler]) -> None:
-    """Raise :class:`TypeError` naming each :class:`~._protocol.ReportKind` that
+    """Raise :class:`TypeError` naming each :class:`~ft_notebook.train.protocol.ReportKind` that
     ``table`` has no handler for."""
     missing = [k.value for k in ReportKind if k not in table]
     if missing:

@@ -2,7 +2,7 @@
 heartbeats go on.
 
 :class:`StallWatch` owns the coordinator's watchdog loop (two checks a second): it
-publishes each running run's progress (:mod:`._progress_publisher`) and, once a
+publishes each running run's progress (:mod:`._publisher`) and, once a
 run's step has stood still for :func:`stall_threshold`, asks the members where they
 are. A member stuck computing is evicted (the others go on without it); every member
 stuck fails the run. ``Record.last_advance`` is the time the step last moved.

@@ -1,6 +1,6 @@
 """The notebook's side of a run: ``fit`` checks what it is given and starts the run.
 
-It reads the settings once into a :class:`~._spec.FitSpec`, refuses what cannot work
+It reads the settings once into a :class:`~ft_notebook.train.spec.FitSpec`, refuses what cannot work
 (a resume with other data settings, a rule too strict for the cluster), submits the
 run to the coordinator in the scheduler and returns a :class:`~._handle.Run` handle
 that follows it (:mod:`._handle`).

@@ -15,10 +15,10 @@ and the samples of a committed step are never taken again.
 
 This module owns the RPC entry points, this worker's actors (:data:`_ACTORS`), and
 :class:`RankActor`: the thread, its plans and its groups. The rank's parts, each
-given what it needs, are its own modules: :class:`~._rank_report.RankReporter` (log,
+given what it needs, are its own modules: :class:`~._report.RankReporter` (log,
 phase, reports), :class:`~._collectives.Collectives`,
 :class:`~._held_state.HeldState`, :class:`~._agreement.StateAgreement`,
-:class:`~._rank_checkpoints.RankCheckpoints` and :class:`~._steps.StepLoop`.
+:class:`~._checkpoints.RankCheckpoints` and :class:`~._steps.StepLoop`.
 """
 
 from __future__ import annotations
@@ -141,10 +141,10 @@ def final_state(run: str, dask_worker: Any = None) -> bytes | None:
 class RankActor(threading.Thread):
     """One rank of one run: its plans, and the loop that trains by them.
 
-    It wires the rank's parts: a :class:`~._rank_report.RankReporter` (log, phase,
+    It wires the rank's parts: a :class:`~._report.RankReporter` (log, phase,
     reports) and :class:`~._collectives.Collectives` from the start; once the model is
     built, the :class:`~._held_state.HeldState`, its
-    :class:`~._rank_checkpoints.RankCheckpoints`, the
+    :class:`~._checkpoints.RankCheckpoints`, the
     :class:`~._agreement.StateAgreement` of each generation and the
     :class:`~._steps.StepLoop` that trains it. It owns the plans and the groups: each
     plan's generation is established here, then agreed on, verified and trained.
