@@ -123,6 +123,9 @@ class RunStarted(EventPayload):
     #: address), whose end no view can see.
     cluster: str = ""
     scheduler: str = ""
+    #: Which run of that name this is (``run.info()["incarnation"]``): a kernel that
+    #: follows it reads nothing of an earlier run of the name.
+    incarnation: str = ""
 
 
 @event_kind("run-state-changed")
@@ -203,6 +206,8 @@ class RunProgress(EventPayload):
     #: Steps trained with the mean because the rule's condition failed
     #: (``on_violation="mean"``), so far.
     mean_steps: int = 0
+    #: Checkpoints lag: saves fail, or queue behind a slow one (None: not told).
+    lagging: bool | None = None
 
 
 @event_kind("step-skipped")

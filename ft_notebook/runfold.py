@@ -164,7 +164,7 @@ class RunView(_Folded):
     #: The newest committed checkpoint: its step and the time of its event.
     checkpoint_step: int | None = None
     checkpoint_time: float | None = None
-    #: A checkpoint failed and none was committed since.
+    #: A checkpoint failed and none was committed since, or rank 0 says saves lag.
     lagging: bool = False
     recoveries: tuple[Recovery, ...] = ()
     #: From ``run-started``: the registry name of its cluster and the scheduler's
@@ -232,6 +232,7 @@ def _progressed(view: RunView, p: RunProgress, e: Event) -> RunView:
         eta_s=p.eta_s,
         suspects=dict(p.suspects or {}),
         mean_steps=int(p.mean_steps or 0),
+        lagging=view.lagging if p.lagging is None else p.lagging,
     )
 
 

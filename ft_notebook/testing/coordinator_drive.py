@@ -20,7 +20,7 @@ from ft_notebook.cluster._control import ControlPlane
 from ft_notebook.events import CheckpointCommitted, RunState, publish, run_topic
 from ft_notebook.train.coordinator import RunCoordinator
 from ft_notebook.train.coordinator._record import Record
-from ft_notebook.train.protocol import How, RankOp, Report
+from ft_notebook.train.protocol import REPORT_TOPIC, How, RankOp, Report
 from ft_notebook.train.report_kinds import (
     CheckpointData,
     ProgressData,
@@ -82,9 +82,17 @@ class Drive:
         member = member or (plan.members[0] if plan.members else WORKERS[0])
         when = 1000.0 + next(self.clock)
         report = Report(
-            self.name, member, payload.KIND, plan.gen, self.step, when, payload.to_data()
+            self.name,
+            member,
+            payload.KIND,
+            plan.gen,
+            self.step,
+            when,
+            payload.to_data(),
+            self.record.incarnation,
         )
-        self.coordinator.reports.on_report(self.record, report)
+        # as the scheduler's event log hands it on: through the wire format
+        self.coordinator.log_event(REPORT_TOPIC, report.to_wire())
 
     async def do(self, op: str) -> None:
         record, c = self.record, self.coordinator

@@ -178,7 +178,10 @@ class Report:
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Report:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        try:
+            return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        except TypeError as e:  # a field every report has is missing
+            raise UnknownMessage(f"a report without its envelope ({e}): {sorted(data)}") from e
 
 
 def _member(kind: type[enum.Enum], value: Any) -> Any:

@@ -24,6 +24,7 @@ from ft_notebook.events import (
     RecoveryCompleted,
     RolledBack,
     RunProgress,
+    RunStarted,
     SnapshotCommitted,
     StateRepaired,
     StepSkipped,
@@ -157,6 +158,11 @@ class DashboardState:
         self.version += 1
         return True
 
+    def _on_run_started(self, e: Event, d: Any) -> None:
+        # a run resumed under a name used before is another run: not the old one's
+        # tiles, loss curve (whose steps it would hide), marks or checkpoints
+        self.tiles, self.loss, self.markers, self.checkpoints = {}, [], [], []
+
     def _on_progress_reported(self, e: Event, d: Any) -> None:
         step = int(d.get("step", 0))
         loss = d.get("loss")
@@ -282,6 +288,7 @@ class DashboardState:
 #: Event kind -> what a dashboard alone keeps of it (the run's own facts are the
 #: view's; a kind in neither table changes nothing).
 _HANDLERS: dict[str, Callable[[DashboardState, Event, Any], None]] = {
+    RunStarted.kind: DashboardState._on_run_started,
     RunProgress.kind: DashboardState._on_progress_reported,
     WorkerLost.kind: DashboardState._on_worker_lost,
     WorkerHung.kind: DashboardState._on_worker_hung,

@@ -87,7 +87,7 @@ class Membership:
         record.members.actors[name] = address
         record.members.seen.add(name)
         try:
-            await self.link.call(
+            answer = await self.link.call(
                 address,
                 RankOp.START,
                 spec=record.spec,
@@ -96,6 +96,8 @@ class Membership:
                 first=first,
                 incarnation=record.incarnation,
             )
+            if answer not in ("started", "running"):  # None: a worker without the handler
+                raise RuntimeError(f"{RankOp.START.value} answered {answer!r}")
         except Exception as e:
             if record.members.actors.get(name) == address:
                 record.members.actors.pop(name, None)

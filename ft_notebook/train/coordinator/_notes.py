@@ -35,6 +35,7 @@ class RunNotes:
 
     def on_rollback(self, record: Record, r: Report) -> None:
         d = RollbackData.of(r)
+        record.step = d.to_step  # the next progress published says where it went
         record.noted.notes.append({"kind": r.kind, "time": r.time, **d.to_data()})
         self.status.publish(
             record, RolledBack(from_step=d.from_step, to_step=d.to_step, skipped_steps=d.skipped)
@@ -59,6 +60,8 @@ class RunNotes:
 
     def on_checkpoint(self, record: Record, r: Report) -> None:
         d = CheckpointData.of(r)
+        # the run got there: the next progress published must not say less
+        record.step = max(record.step, d.checkpoint_step)
         self.status.checkpointed(record, d.checkpoint_step)
         record.noted.lagging = False
         if d.stall_s is not None:  # what the save cost training

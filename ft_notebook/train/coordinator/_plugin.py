@@ -29,6 +29,7 @@ from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from ft_notebook._paths import checked_name
 from ft_notebook.cluster.plugins import control_plane
 from ft_notebook.events import RunState
 from ft_notebook.exceptions import TrainingError
@@ -120,6 +121,7 @@ class RunCoordinator(SchedulerPlugin):
                 f"A run named {name!r} is already {existing.state.value} on this cluster. "
                 f"Attach to it with ft.attach({name!r}), or pick another name."
             )
+        name = checked_name(name, "run name")  # before anything keeps it
         record = Record(name, spec, RunOptions.from_wire(options))
         self.runs[name] = record
         self.status.started(record)
@@ -159,10 +161,3 @@ _ACTIONS: dict[RunAction, Callable[..., Any]] = {
     RunAction.CANCEL: RunCoordinator.cancel,
     RunAction.NAMES: RunCoordinator.names,
 }
-
-
-def coordinator(scheduler: Any) -> RunCoordinator:
-    plugin = scheduler.plugins.get(PLUGIN_NAME)
-    if not isinstance(plugin, RunCoordinator):
-        raise TrainingError("The scheduler has no run coordinator; ft.fit installs it.")
-    return plugin

@@ -61,6 +61,7 @@ class ProgressPublisher:
                 workers=workers,
                 suspects=dict(record.progress.suspects),
                 mean_steps=record.progress.mean_steps,
+                lagging=record.noted.lagging,
             ),
         )
 

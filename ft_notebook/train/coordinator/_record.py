@@ -166,6 +166,7 @@ class Record:
         costs = sorted(self.noted.checkpoint_costs)
         return {
             "name": self.name,
+            "incarnation": self.incarnation,
             "state": self.state.value,
             "health": self.health.value,
             "reason": self.reason,
@@ -183,7 +184,7 @@ class Record:
             "checkpoint": view.checkpoint_step,
             "resumed_from": self.members.resumed_from,
             "joins": list(self.recovery.joins),
-            "lagging": self.noted.lagging,
+            "lagging": view.lagging,
             "nonfinite": self.noted.nonfinite,
             "started_at": self.started_at,
             "finished_at": self.finished_at,

@@ -45,6 +45,7 @@ class RunStatus:
                 total_steps=record.options.total_steps,
                 cluster=_registered_name(address),
                 scheduler=address,
+                incarnation=record.incarnation,
             ),
         )
 

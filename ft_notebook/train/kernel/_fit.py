@@ -178,8 +178,8 @@ def fit(
             f"or max_workers={batch_size}."
         )
     _install_plugins(client)
-    ask(client, RunAction.SUBMIT, name=name, spec=payload, options=options.to_wire())
-    run = Run(client, name, model_factory=model, store_url=spec.store_url)
+    submitted = ask(client, RunAction.SUBMIT, name=name, spec=payload, options=options.to_wire())
+    run = Run(client, name, model_factory=model, store_url=spec.store_url, info=submitted)
     if wait:
         run.wait(timeout=timeout)
     return run
@@ -191,8 +191,15 @@ def _install_plugins(client: Any) -> None:
     from ft_notebook.train.coordinator import RunCoordinator
     from ft_notebook.train.rank import RankHandlers
 
-    client.register_plugin(RankHandlers())
-    client.register_plugin(RunCoordinator())
+    try:
+        client.register_plugin(RankHandlers())
+        client.register_plugin(RunCoordinator())
+    except Exception as e:
+        raise TrainingError(
+            f"Could not install training's plugins on the cluster at "
+            f"{getattr(client.scheduler, 'address', '?')}: {type(e).__name__}: {e}. Its "
+            f"scheduler and workers need ft_notebook installed (the same version as here)."
+        ) from e
 
 
 def _given(**arguments: Any) -> dict[str, Any]:

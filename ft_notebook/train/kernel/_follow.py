@@ -5,9 +5,12 @@ second: about 119 KB a poll once a run's history is full, 1.2 MB/s for a number 
 progress bar. A :class:`RunFollower` subscribes to the run's topic instead (the
 journal first, then the live tail, each event once and in order) and folds it with
 :class:`~ft_notebook.runfold.RunView`, the fold every other view reads, so what the
-progress bar shows is what the panel shows. The coordinator is still asked, every
-:data:`CHECK_S`, for the run's state alone (a few bytes): a scheduler that died, or
-events that never came, end the wait with what the coordinator says.
+progress bar shows is what the panel shows. It reads nothing before the
+``run-started`` of the run it follows (its ``incarnation``): a journal may hold
+earlier runs of the name. The coordinator is still asked, every :data:`CHECK_S`, for
+the run's state alone (a few bytes): events that never reach this kernel (a cluster
+on another machine journals there) end the wait with what the coordinator says, and
+a scheduler that stopped answering raises.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ LAST_EVENTS_S = 2.0
 class RunFollower:
     """The fold of one run's events, kept current by a subscription; close it after."""
 
-    def __init__(self, name: str, client: Any) -> None:
+    def __init__(self, name: str, client: Any, incarnation: str) -> None:
         self._lock = threading.Lock()
         self._changed = threading.Event()
+        self._incarnation = incarnation
+        self._current = False  # the run-started of this incarnation has been folded
         self._view = RunView()
         self._ended = False
         self._subscription = subscribe(run_topic(name), self._on_event, via=client)
@@ -57,10 +62,16 @@ class RunFollower:
 
     def _on_event(self, event: Event) -> None:
         with self._lock:
-            self._view = self._view.apply(event)
-            if event.kind == RunStarted.kind:  # a run resumed under a name used before
+            if event.kind == RunStarted.kind:  # this run, or another run of the name
+                started = event.payload()
+                self._current = (
+                    isinstance(started, RunStarted) and started.incarnation == self._incarnation
+                )
                 self._ended = False
-            elif event.kind == RunProgress.kind:
+            if not self._current:
+                return
+            self._view = self._view.apply(event)
+            if event.kind == RunProgress.kind:
                 state = self._view.state
                 self._ended = state is not None and state.finished
         self._changed.set()

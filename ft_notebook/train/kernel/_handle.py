@@ -2,8 +2,9 @@
 
 The run itself is driven by the coordinator in the scheduler and the rank actors in
 the workers, so it goes on when this kernel dies; :func:`attach` and :func:`runs`
-find it again from a new one. The handle only reads the coordinator's record (and,
-for the final model, a worker's state or the newest checkpoint).
+find it again from a new one. The handle asks the coordinator (its record, through
+its handler), follows the run's events while it waits (:mod:`._follow`), and for the
+final model reads the newest checkpoint or a worker's state.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ft_notebook._paths import checked_name, data_dir
 from ft_notebook.cluster import client_for
 from ft_notebook.events import RunState
 from ft_notebook.exceptions import RunFailed, StoreError, TrainingError
-from ft_notebook.train.kernel._calls import ask, ask_every_worker
+from ft_notebook.train.kernel._calls import NoCoordinator, ask, ask_every_worker
 from ft_notebook.train.protocol import RankOp, RunAction
 
 
@@ -31,10 +32,11 @@ class Run:
         *,
         model_factory: Callable[[], Any] | None = None,
         store_url: str | None = None,
+        info: dict[str, Any] | None = None,
     ) -> None:
         self.client, self.name = client, name
         self._factory, self._store_url = model_factory, store_url
-        self._info: dict[str, Any] = {}
+        self._info: dict[str, Any] = dict(info or {})  # the newest record read
 
     def info(self) -> dict[str, Any]:
         """The coordinator's record of the run, fresh."""
@@ -77,9 +79,11 @@ class Run:
 
         deadline = None if timeout is None else time.monotonic() + timeout
         bar = Progress(self.name) if progress else None
-        follower = RunFollower(self.name, self.client)
+        follower = None
         next_check, ended_at = time.monotonic(), None  # when the coordinator said it ended
         try:
+            incarnation = self._info.get("incarnation") or self.info()["incarnation"]
+            follower = RunFollower(self.name, self.client, str(incarnation))
             while not follower.ended:
                 view = follower.view
                 if bar is not None:
@@ -106,7 +110,8 @@ class Run:
             )
             raise
         finally:
-            follower.close()
+            if follower is not None:
+                follower.close()
         if bar is not None:
             bar.update(follower.view, final=True)
         info = self.info()  # once: the errors of a failure, and the handle's repr
@@ -225,7 +230,7 @@ def runs(cluster: Any = None) -> list[Run]:
     client = client_for(cluster)
     try:
         names = ask(client, RunAction.NAMES)
-    except (KeyError, AttributeError):  # no run coordinator here yet: no run either
+    except NoCoordinator:  # fit never ran on this cluster: no run either
         return []
     return [Run(client, name) for name in names]
 

@@ -1,8 +1,9 @@
 """The rank actor: one long-lived training thread per worker and run.
 
-The coordinator starts it through the worker's ``run`` RPC (:func:`start_rank`) and
-sends it plans (:func:`deliver`); it answers with reports on the scheduler's event
-log. Its life::
+The coordinator starts it through the worker handler ``ft_train_start``
+(:func:`start_rank`, registered by :mod:`._plugin`) and sends it plans
+(``ft_train_deliver``: :func:`deliver`); it answers with reports on the scheduler's
+event log. Its life::
 
     warm up (build model, optimizer, data) ─► report ready
     for each plan: form or switch groups ─► agree on the newest committed step

@@ -11,7 +11,7 @@ it while the rank runs.
 Each rank marks its arrival in the store before it forms a group; a rendezvous that
 fails says which members' marks the rank did not find (:class:`NotMet`), so the coordinator
 can tell a member that never came from peers that could not reach each other
-(:mod:`._evictions`). :mod:`._partition` is the drill of such a member.
+(:mod:`ft_notebook.train.coordinator._evictions`). :mod:`._partition` is the drill of such a member.
 """
 
 from __future__ import annotations

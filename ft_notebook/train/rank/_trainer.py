@@ -114,7 +114,7 @@ class Trainer:
         ``parts``: how many parts the batch is cut into (the run's largest world size
         so far; 0 or fewer than ``world``: the world size). This rank computes its share of
         them, one backward pass each. A worker turned bad (``%ft chaos byzantine``)
-        puts its attack in place of its gradients (:func:`._robust.sent`)."""
+        puts its attack in place of its gradients (:func:`ft_notebook.train._robust.sent`)."""
         import torch
 
         from ft_notebook.train._robust import knows_the_honest, sent
@@ -194,10 +194,10 @@ class Trainer:
         world: int,
         honest: Any = None,
     ) -> Any:
-        """A robust aggregator's buffer (see :mod:`._robust`): this rank's mean gradient
-        over its own samples (and its loss) in row ``rank``, zeros in the others' rows;
-        what a bad worker sends instead, when this worker was turned bad (``honest``:
-        the others' rows, for an attack that needs them)."""
+        """A robust aggregator's buffer (see :mod:`ft_notebook.train._robust`): this
+        rank's mean gradient over its own samples (and its loss) in row ``rank``, zeros
+        in the others' rows; what a bad worker sends instead, when this worker was
+        turned bad (``honest``: the others' rows, for an attack that needs them)."""
         import torch
 
         from ft_notebook.train._robust import sent

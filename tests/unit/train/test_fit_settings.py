@@ -44,8 +44,9 @@ class RecordingClient:
     def scheduler(self) -> Any:
         return self  # its handler ft_train is the method below
 
-    def ft_train(self, **kwargs: Any) -> None:
+    def ft_train(self, **kwargs: Any) -> dict[str, Any]:
         self.submitted = kwargs
+        return {"name": kwargs["name"], "incarnation": "recorded"}  # the record, in short
 
     def sync(self, handler: Any, **kwargs: Any) -> Any:
         return handler(**kwargs)

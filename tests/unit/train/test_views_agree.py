@@ -53,6 +53,17 @@ def _agree(drive: Drive) -> None:
     assert (panel.state not in _FINISHED) == (not RunState(info["state"]).finished)
 
 
+def _as_told(drive: Drive, op: str) -> None:
+    """What the coordinator was just told shows, not only the same thing everywhere."""
+    info = drive.coordinator.info(drive.name)
+    if RunState(info["state"]).finished or info["members"] == []:
+        return
+    if op == "progress":  # published: its step, whatever was not published before
+        assert info["step"] == drive.step
+    if op == "checkpoint":  # committed at the run's step: shown, and the step with it
+        assert (info["checkpoint"], info["step"]) == (drive.step, drive.step)
+
+
 _FINISHED = {RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED}
 
 
@@ -71,5 +82,6 @@ def test_every_view_says_what_the_run_is_after_any_sequence(
         for op in ops:
             await drive.do(op)
             _agree(drive)
+            _as_told(drive, op)
 
     asyncio.run(scenario())

@@ -13,6 +13,7 @@ from ft_notebook.events import (
     HealthChanged,
     RecoveryCompleted,
     RunProgress,
+    RunStarted,
     RunState,
     RunStateChanged,
     SnapshotCommitted,
@@ -92,6 +93,25 @@ def test_a_failure_and_its_recovery_as_the_dashboard_sees_them(
     assert 'data-health="HEALTHY"' in html
     assert 'data-rto="0.041"' in html
     assert 'data-worker="c" data-state="TRAINING"' in html
+
+
+def test_a_run_resumed_under_its_name_is_drawn_afresh(
+    isolated_data_dir: Path, unique_name: str
+) -> None:
+    """A run resumed under a name used before showed the old run's tiles, markers and
+    checkpoints, and hid its own loss points up to the old run's last step."""
+    _a_run_with_a_failure(unique_name)
+    topic = run_topic(unique_name)
+    publish(RunStarted(total_steps=32), topic, run=unique_name)
+    publish(RunStateChanged(RunState.RUNNING, RunState.PENDING, "2 workers"), topic)
+    publish(RunProgress(3, 32, 0, 2, loss=2.0, workers=_workers(a="training", b="training")), topic)
+    state = DashboardState(run=unique_name)
+    for event in history(topic):
+        state.apply(event)
+    assert state.loss == [(3, 2.0)]
+    assert sorted(state.tiles) == ["a", "b"]
+    assert (state.markers, state.checkpoints, state.recoveries) == ([], [], [])
+    assert state.badge == "HEALTHY"
 
 
 def test_a_robust_run_shows_whom_its_aggregator_did_not_follow(
