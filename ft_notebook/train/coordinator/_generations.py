@@ -89,9 +89,15 @@ class Generations:
             return
         gone = answer == "no-actor" and not plan.stop and record.members.actors.get(name) == address
         if gone and record.plan is plan and name in plan.members:
-            del record.members.actors[name]
-            record.members.ready.pop(name, None)
-            self.lost(record, [name], "its rank actor is gone")
+            self.drop(record, name, "its rank actor is gone")
+
+    def drop(self, record: Record, name: str, cause: str) -> None:
+        """Member ``name`` is gone, whoever saw it go (the control plane, a plan that
+        found no actor, a rank stuck in its step): it leaves the run's actors and ready
+        ranks, and the run recovers from its loss."""
+        record.members.actors.pop(name, None)
+        record.members.ready.pop(name, None)
+        self.lost(record, [name], cause)
 
     def lost(self, record: Record, names: list[str], cause: str) -> None:
         """Members ``names`` are gone: recover (survive or form), or park the ranks

@@ -118,9 +118,7 @@ class Membership:
                 continue
             if kind in ("lost", "hung"):
                 if record.members.actors.get(name) == address:
-                    del record.members.actors[name]
-                    record.members.ready.pop(name, None)
-                    self.plans.lost(record, [name], cause or f"worker {kind}")
+                    self.plans.drop(record, name, cause or f"worker {kind}")
             elif (
                 kind == "joined"
                 and name not in record.members.actors

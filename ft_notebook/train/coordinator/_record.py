@@ -39,9 +39,11 @@ from ft_notebook.train.spec import RunOptions
 class MemberBook:
     """Which workers have rank actors of the run, and how they came and went: kept by
     :mod:`._membership`; ``evicted``, ``retired`` and ``absent`` by :mod:`._evictions`.
-    A member lost is dropped from ``actors`` and ``ready`` by whoever saw it go: the
-    control plane's news (:mod:`._membership`), a plan that found no actor
-    (:mod:`._generations`), a hung rank (:mod:`._stall`) or an eviction."""
+    A member lost leaves ``actors`` and ``ready`` through one rule,
+    :meth:`~._generations.Generations.drop`, whoever saw it go: the control plane's
+    news (:mod:`._membership`), a plan that found no actor (:mod:`._generations`), a
+    hung rank (:mod:`._stall`); an eviction (:mod:`._evictions`) also forgets it as a
+    joiner."""
 
     actors: dict[str, str] = field(default_factory=dict)  # worker name -> address
     ready: dict[str, float] = field(default_factory=dict)  # worker -> when its rank was ready

@@ -117,8 +117,6 @@ class StallWatch:
                 threshold,
             )
             if address is not None:
-                record.members.actors.pop(name, None)
-                record.members.ready.pop(name, None)
-                self.plans.lost(record, [name], f"step not advancing for {threshold:.0f} s")
+                self.plans.drop(record, name, f"step not advancing for {threshold:.0f} s")
                 self.link.spawn(self.link.control.evict(address))
         record.last_advance = time.time()
