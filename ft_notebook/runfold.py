@@ -32,11 +32,11 @@ Guarantees:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ft_notebook._recovery import Recovery
 from ft_notebook.events import (
     CheckpointCommitted,
     CheckpointFailed,
@@ -58,67 +58,6 @@ from ft_notebook.events import (
 )
 
 __all__ = ["RUN_KINDS", "SERVICE_KINDS", "Recovery", "ReplicaFact", "RunView", "ServiceView"]
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """One recovery of a run: from a loss (or hang) being noticed to the first step
-    the survivors, or a new group, trained after it.
-
-    :meth:`as_dict` is what ``Run.info()["recoveries"]`` lists.
-    """
-
-    #: Who was lost and why, e.g. ``"cpu2: worker lost"``; losses during one
-    #: recovery are joined with ``"; "``.
-    cause: str
-    #: Wall-clock times (seconds since the epoch) the loss was noticed and the
-    #: group trained again.
-    detected_at: float
-    resumed_at: float
-    #: Seconds from detected_at to resumed_at, rounded to 0.1 ms.
-    rto_s: float
-    steps_lost: int
-    workers_before: int
-    workers_after: int
-    #: How the new group was made: ``survive`` (the survivors' ready groups) or
-    #: ``form`` (a rendezvous); ``""`` in journals written before this was recorded.
-    how: str
-    #: The generation that trained again (0: not recorded) and its first step.
-    generation: int
-    step: int
-    #: The members checked that they went on from one state a member vouched for.
-    verified: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def as_payload(self) -> RecoveryCompleted:
-        """The event that tells everyone else of this recovery (it carries it whole)."""
-        return RecoveryCompleted(**self.as_dict())
-
-    @classmethod
-    def from_event(cls, payload: RecoveryCompleted, event: Event) -> Recovery:
-        """The recovery an event tells of; one from an older journal lacks some
-        fields, which its envelope gives (time, step) or which read as unknown."""
-        resumed_at = payload.resumed_at if payload.resumed_at is not None else event.time
-        detected_at = payload.detected_at
-        if detected_at is None:
-            detected_at = resumed_at - payload.rto_s
-        step = payload.step if payload.step is not None else event.step
-        generation = payload.generation if payload.generation is not None else event.generation
-        return cls(
-            cause=payload.cause,
-            detected_at=detected_at,
-            resumed_at=resumed_at,
-            rto_s=payload.rto_s,
-            steps_lost=payload.steps_lost,
-            workers_before=payload.workers_before,
-            workers_after=payload.workers_after,
-            how=payload.how,
-            generation=generation or 0,
-            step=step or 0,
-            verified=payload.verified,
-        )
 
 
 class _Folded:
@@ -167,6 +106,10 @@ class RunView(_Folded):
     #: A checkpoint failed and none was committed since, or rank 0 says saves lag.
     lagging: bool = False
     recoveries: tuple[Recovery, ...] = ()
+    #: The step the run is known to have reached whatever a later progress event says
+    #: (its newest checkpoint's, or where a roll-back took it): progress is published
+    #: once a second, a checkpoint as it commits, and the two cross.
+    floor: int = 0
     #: From ``run-started``: the registry name of its cluster and the scheduler's
     #: address (``""``: not a registered cluster, or a journal from before).
     cluster: str = ""
@@ -223,7 +166,7 @@ def _progressed(view: RunView, p: RunProgress, e: Event) -> RunView:
     return replace(
         view,
         state=_known_state(p.state) or view.state,
-        step=p.step,
+        step=max(p.step, view.floor),
         total_steps=p.total_steps,
         epoch=p.epoch,
         world_size=p.world_size,
@@ -239,14 +182,19 @@ def _progressed(view: RunView, p: RunProgress, e: Event) -> RunView:
 def _checkpoint_committed(view: RunView, p: CheckpointCommitted, e: Event) -> RunView:
     # progress is published about once a second, a checkpoint as it commits: without
     # this a view said "step 59" beside "checkpoint of step 80"
-    step = max(view.step or 0, p.checkpoint_step)
+    floor = max(view.floor, p.checkpoint_step)
     return replace(
-        view, step=step, checkpoint_step=p.checkpoint_step, checkpoint_time=e.time, lagging=False
+        view,
+        step=max(view.step or 0, floor),
+        floor=floor,
+        checkpoint_step=p.checkpoint_step,
+        checkpoint_time=e.time,
+        lagging=False,
     )
 
 
 def _rolled_back(view: RunView, p: RolledBack, e: Event) -> RunView:
-    return replace(view, step=p.to_step)
+    return replace(view, step=p.to_step, floor=p.to_step)
 
 
 def _checkpoint_failed(view: RunView, p: CheckpointFailed, e: Event) -> RunView:

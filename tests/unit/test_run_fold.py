@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -333,3 +334,20 @@ def test_the_step_is_never_behind_the_checkpoint_it_committed() -> None:
     assert view.step == 80
     view = view.apply(dataclasses.replace(_events(topic, RolledBack(95, 60))[0], seq=5))
     assert (view.step, view.checkpoint_step) == (60, 80)
+
+
+def test_a_progress_event_that_crosses_a_checkpoint_does_not_take_the_step_back() -> None:
+    """Rank 0's store commits step 80 while the coordinator publishes the progress it
+    had (step 79): the journal says the checkpoint first. The step stays 80 until a
+    progress event says more, or a roll-back takes it back."""
+    later = _events(
+        run_topic("r"),
+        RunStarted(total_steps=256),
+        CheckpointCommitted(checkpoint_step=80, nbytes=1),
+        RunProgress(step=79, total_steps=256, epoch=0, world_size=3),
+        RunProgress(step=83, total_steps=256, epoch=0, world_size=3),
+        RolledBack(from_step=83, to_step=40),
+        RunProgress(step=41, total_steps=256, epoch=0, world_size=3),
+    )
+    steps = [v.step for v in itertools.accumulate(later, RunView.apply, initial=RunView())]
+    assert steps[2:] == [80, 80, 83, 40, 41]
