@@ -34,7 +34,7 @@ def one_run() -> list[float]:
     times: list[float] = []
 
     async def scenario() -> None:
-        drive = Drive(f"bench-{uuid.uuid4().hex[:8]}")
+        drive = await Drive.started(f"bench-{uuid.uuid4().hex[:8]}")
 
         async def timed(op: str) -> None:
             started = time.perf_counter()

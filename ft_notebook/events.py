@@ -201,14 +201,16 @@ def event_of(
     worker: str | None = None,
     generation: int | None = None,
     step: int | None = None,
+    at: float | None = None,
 ) -> Event:
-    """``payload`` in its envelope, stamped now; ``seq`` 0 is an event no journal
-    numbered (one that could not be published, still folded by its publisher)."""
+    """``payload`` in its envelope, stamped ``at`` (default: now); ``seq`` 0 is an
+    event no journal numbered (one that could not be published, or one a pure
+    decision folds before it is published)."""
     return Event(
         topic=topic,
         kind=payload.kind,
         seq=seq,
-        time=time.time(),
+        time=time.time() if at is None else at,
         run=run,
         worker=worker,
         generation=generation,

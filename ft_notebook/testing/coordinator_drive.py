@@ -2,25 +2,29 @@
 and benchmarks of what it decides.
 
 The coordinator is the real one (:class:`~ft_notebook.train.coordinator.RunCoordinator`)
-and gets what the scheduler hands it: rank reports, the control plane's news of
-workers lost, hung and joined, a kernel's cancel, its own ``close`` when the cluster
-shuts down, and a new run under the same name (``resume=True``). Only its calls to
-the ranks are answered by a stub, since no worker runs; its events go where the
-configuration sends them (a journal in the data folder). Call :meth:`Drive.do` from
-a running event loop: the coordinator's background tasks run on it.
+and gets what the scheduler hands it: a kernel's submit, rank reports, the control
+plane's news of workers lost, hung and joined, a kernel's cancel, its own ``close``
+when the cluster shuts down, and a new run under the same name (``resume=True``).
+Only the cluster around it is stubbed, since no worker runs: its calls to the ranks
+are answered, the workers listed and the rendezvous store's address made up; its
+events go where the configuration sends them (a journal in the data folder). Use it
+from a running event loop (``await Drive.started(name)``): the coordinator's
+background tasks run on it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from typing import Any
 
 from ft_notebook.cluster._control import ControlPlane
-from ft_notebook.events import CheckpointCommitted, RunState, publish, run_topic
+from ft_notebook.events import CheckpointCommitted, publish, run_topic
 from ft_notebook.train.coordinator import RunCoordinator
-from ft_notebook.train.coordinator._record import Record
-from ft_notebook.train.protocol import REPORT_TOPIC, How, RankOp, Report
+from ft_notebook.train.coordinator._book import RunBook
+from ft_notebook.train.coordinator._inputs import ProgressDue
+from ft_notebook.train.protocol import REPORT_TOPIC, RankOp, Report
 from ft_notebook.train.report_kinds import (
     CheckpointData,
     ProgressData,
@@ -28,7 +32,6 @@ from ft_notebook.train.report_kinds import (
     ReportData,
     ResumedData,
 )
-from ft_notebook.train.spec import RunOptions
 
 WORKERS = ["cpu0", "cpu1", "cpu2"]
 
@@ -52,52 +55,71 @@ class Drive:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.coordinator = RunCoordinator()
-        self.coordinator.link.control = ControlPlane()  # not started: holds and rows only
-        self.coordinator.link.control.add_listener(self.coordinator.members.on_membership)
-        self.coordinator.link.call = self._rank_answers  # type: ignore[method-assign]
+        self.coordinator = c = RunCoordinator()
+        c.link.control = ControlPlane()  # not started: holds and rows only
+        c.link.control.add_listener(c.on_membership)
+        c.link.call = self._rank_answers  # type: ignore[method-assign]
+        c.link.workers = lambda: {w: f"tcp://{w}" for w in WORKERS}  # type: ignore[method-assign]
+        c.link.control.rendezvous_store = self._store
         self.step = 0
         self.clock = itertools.count(1)
-        self.record = self._start()
+
+    @classmethod
+    async def started(cls, name: str) -> Drive:
+        """A drive whose run trains on every worker, as a submitted run comes to."""
+        drive = cls(name)
+        await drive._start()
+        return drive
+
+    @property
+    def book(self) -> RunBook:
+        return self.coordinator.runs[self.name]
 
     async def _rank_answers(self, address: str, op: RankOp, **kwargs: Any) -> Any:
         return {RankOp.START: "started", RankOp.DELIVER: "delivered"}.get(op, "null")
 
-    def _start(self) -> Record:
-        """A run (or the run resumed under the same name) training on every worker."""
-        record = Record(self.name, b"", RunOptions(min_workers=1, total_steps=400))
-        self.coordinator.runs[self.name] = record
-        self.coordinator.status.started(record)
-        record.members.target_world = len(WORKERS)
-        record.members.actors = {w: f"tcp://{w}" for w in WORKERS}
-        record.members.ready = {w: 0.0 for w in WORKERS}
-        self.coordinator.status.set_state(record, RunState.RUNNING, "3 workers")
-        self.coordinator.plans.new_plan(record, list(WORKERS), How.FORM)
-        return record
+    async def _store(self) -> tuple[str, int]:
+        return ("127.0.0.1", 1)
+
+    async def settle(self) -> None:
+        """Let the coordinator's background tasks (its calls to the stubs) run out."""
+        for _ in range(100):
+            await asyncio.sleep(0)
+            if not self.coordinator.link.tasks:
+                return
+
+    async def _start(self) -> None:
+        """Submit the run (or the run resumed under the same name); every rank warms up."""
+        self.coordinator.submit(self.name, b"", {"min_workers": 1, "total_steps": 400})
+        await self.settle()
+        for worker in WORKERS:
+            self.report(ReadyData(), member=worker)
+        await self.settle()
 
     def report(self, payload: ReportData, member: str | None = None) -> None:
         """``payload`` as rank 0 (or ``member``) reports it, at the run's step."""
-        plan = self.record.plan
-        assert plan is not None
-        member = member or (plan.members[0] if plan.members else WORKERS[0])
+        plan = self.book.plan
+        gen = plan.gen if plan is not None else 0
+        members = self.book.training
+        member = member or (members[0] if members else WORKERS[0])
         when = 1000.0 + next(self.clock)
         report = Report(
             self.name,
             member,
             payload.KIND,
-            plan.gen,
+            gen,
             self.step,
             when,
             payload.to_data(),
-            self.record.incarnation,
+            self.book.incarnation,
         )
         # as the scheduler's event log hands it on: through the wire format
         self.coordinator.log_event(REPORT_TOPIC, report.to_wire())
 
     async def do(self, op: str) -> None:
-        record, c = self.record, self.coordinator
-        members = list(record.plan.members) if record.plan and not record.plan.stop else []
-        if record.finished and op != "resume":
+        book, c = self.book, self.coordinator
+        members = list(book.training)
+        if book.finished and op != "resume":
             return
         if op in ("progress", "quiet-progress") and members:
             self.step += 5
@@ -105,7 +127,7 @@ class Drive:
                 ProgressData(epoch=self.step // 8, loss=1.0 / self.step, world=len(members))
             )
             if op == "progress":  # the publisher's turn came (once a second); else not yet
-                c.progress.publish(record, force=True)
+                c.feed(self.name, ProgressDue(time.time(), {}, force=True))
         elif op == "checkpoint" and members:
             # the rank's store journals its commit, and the rank reports it
             publish(CheckpointCommitted(self.step, 10), run_topic(self.name), run=self.name)
@@ -116,17 +138,17 @@ class Drive:
         elif op == "resumed" and members:
             self.report(ResumedData(synced_step=self.step))
         elif op == "rejoin":
-            gone = [w for w in WORKERS if w not in record.members.actors]
+            gone = [w for w in WORKERS if w not in book.members.actors]
             if gone:
                 c.link.control._tell("joined", gone[0], f"tcp://{gone[0]}", "")
-                await asyncio.sleep(0)  # the actor's start, on the coordinator's loop
-                if record.plan is not None:
+                await self.settle()  # the actor's start, on the coordinator's loop
+                if self.book.plan is not None:
                     self.report(ReadyData(), member=gone[0])
         elif op == "cancel":
             c.cancel(self.name)
         elif op == "down":
             await c.close()
-        elif op == "resume" and record.finished:
+        elif op == "resume" and book.finished:
             self.step = 0
-            self.record = self._start()
-        await asyncio.sleep(0)
+            await self._start()
+        await self.settle()

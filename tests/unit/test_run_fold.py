@@ -210,25 +210,29 @@ def test_an_old_recovery_event_still_folds_from_its_envelope() -> None:
 def test_coordinator_dashboard_and_panel_read_one_recovery(
     isolated_data_dir: Path, unique_name: str
 ) -> None:
+    from dataclasses import replace
+
+    from ft_notebook.testing.books import running
+    from ft_notebook.train.coordinator import _book
+    from ft_notebook.train.coordinator._inputs import Reported
     from ft_notebook.train.coordinator._plugin import RunCoordinator
-    from ft_notebook.train.coordinator._record import Record
     from ft_notebook.train.protocol import Plan, Report
-    from ft_notebook.train.spec import RunOptions
 
-    coordinator, record = RunCoordinator(), Record(unique_name, b"", RunOptions())
-    record.members.target_world = 3
-    record.plan = Plan(unique_name, 2, ("a", "b"), ("", 0), how="survive")
-    record.gens.verified.add(2)
-    record.recovery.pending = {
-        "cause": "c: worker lost",
-        "detected_at": 1000.125,
-        "workers_before": 3,
-        "highest_step": 12,
-    }
-    resumed = Report(unique_name, "a", "resumed", 2, 11, 1000.5, {"synced_step": 10})
-    coordinator.reports.on_report(record, resumed)
+    # the book as a loss left it: generation 2 of the survivors, verified, recovering
+    book, _ = running(3, name=unique_name)
+    pending = _book.Pending("c: worker lost", 1000.125, 3, 12, ("c",))
+    book = replace(
+        book,
+        plan=Plan(unique_name, 2, ("a", "b"), ("", 0), how="survive", incarnation="inc1"),
+        gens=replace(book.gens, verified=frozenset({2})),
+        recovery=replace(book.recovery, pending=pending),
+    )
+    coordinator = RunCoordinator()
+    coordinator.runs[unique_name] = book
+    resumed = Report(unique_name, "a", "resumed", 2, 11, 1000.5, {"synced_step": 10}, "inc1")
+    coordinator.feed(unique_name, Reported(1000.5, resumed))
 
-    [coordinators] = record.info()["recoveries"]
+    [coordinators] = coordinator.info(unique_name)["recoveries"]
     assert list(coordinators) == RECOVERY_KEYS
     assert coordinators == {
         "cause": "c: worker lost",
@@ -246,7 +250,7 @@ def test_coordinator_dashboard_and_panel_read_one_recovery(
     events = history(run_topic(unique_name))
     assert RecoveryCompleted.kind in [e.kind for e in events]
     [folded] = _fold(events).recoveries
-    assert folded == record.view.recoveries[0]
+    assert folded == coordinator.runs[unique_name].view.recoveries[0]
     dashboard = DashboardState(run=unique_name)
     for event in events:
         dashboard.apply(event)

@@ -1,62 +1,51 @@
 """The end of a run: completed, failed or cancelled.
 
-:class:`RunEnd` owns ``Record.finished_at`` and what ending a run does, once: the
-last state and progress published, the stop plan sent to every rank, the run's hold
-on the cluster released. It also reads the ranks' own word that the run ended
-(``done`` and ``error`` reports, and ``Record.errors``).
+:func:`finish` is the one writer of ``RunBook.finished_at`` and decides what ending a
+run does, once: the last state and progress published, the stop plan sent to every
+rank, the run's hold on the cluster released. The ranks' own word that the run
+ended (``done`` and ``error`` reports) is read here too, and ``RunBook.errors``.
 """
 
 from __future__ import annotations
 
-import time
+from dataclasses import replace
 
 from ft_notebook.events import RunState
-from ft_notebook.train.coordinator import _progress_reports
-from ft_notebook.train.coordinator._generations import Generations
-from ft_notebook.train.coordinator._link import SchedulerLink
-from ft_notebook.train.coordinator._publisher import ProgressPublisher
-from ft_notebook.train.coordinator._record import Record
-from ft_notebook.train.coordinator._status import RunStatus
+from ft_notebook.train.coordinator import _generations, _progress_reports, _status
+from ft_notebook.train.coordinator._actions import Decision, Hold, PublishProgress
+from ft_notebook.train.coordinator._book import RunBook, put
 from ft_notebook.train.protocol import How, Report
 from ft_notebook.train.report_kinds import DoneData, ErrorData
 
 
-class RunEnd:
-    """Ends runs, and handles the reports that end them."""
+def finish(book: RunBook, state: RunState, reason: str, d: Decision) -> RunBook:
+    """End the run in ``state`` (a finished one stays as it ended)."""
+    if book.finished:
+        return book
+    book = replace(book, finished_at=d.now, spec=b"")  # its factories are not needed any more
+    book = _status.set_state(book, state, reason, d)
+    d.do(PublishProgress())
+    book = _generations.new_plan(book, [], How.FORM, d, stop=state.value.lower())
+    d.do(Hold(release=True))
+    return book
 
-    def __init__(
-        self,
-        link: SchedulerLink,
-        status: RunStatus,
-        plans: Generations,
-        progress: ProgressPublisher,
-    ) -> None:
-        self.link = link
-        self.status = status
-        self.plans = plans
-        self.progress = progress
 
-    def finish(self, record: Record, state: RunState, reason: str) -> None:
-        record.finished_at = time.time()
-        record.spec = b""  # the pickled factories and dataset are not needed any more
-        self.status.set_state(record, state, reason)
-        self.progress.publish(record, force=True)
-        self.plans.new_plan(record, [], How.FORM, stop=state.value.lower())
-        self.link.control.release(f"run:{record.name}")
+def on_done(book: RunBook, r: Report, d: Decision) -> RunBook:
+    done = DoneData.of(r)
+    book = _progress_reports.add_robust_window(book, done)[0]  # steps after the last progress
+    book = _status.stepped(book, r.step, d)
+    book = replace(
+        book,
+        epoch=done.epoch if done.epoch is not None else book.epoch,
+        loss=done.loss if done.loss is not None else book.loss,
+    )
+    if done.checkpoint is not None:  # the run's last one
+        book = _status.checkpointed(book, done.checkpoint, d)
+    return finish(book, RunState.COMPLETED, f"{r.step} steps", d)
 
-    def on_done(self, record: Record, r: Report) -> None:
-        d = DoneData.of(r)
-        _progress_reports.add_robust_window(record, d)  # the steps after the last progress
-        record.step = r.step
-        if d.epoch is not None:
-            record.epoch = d.epoch
-        if d.loss is not None:
-            record.loss = d.loss
-        if d.checkpoint is not None:  # the run's last one
-            self.status.checkpointed(record, d.checkpoint)
-        self.finish(record, RunState.COMPLETED, f"{r.step} steps")
 
-    def on_error(self, record: Record, r: Report) -> None:
-        d = ErrorData.of(r)
-        record.errors[r.name] = {"error": d.error, "traceback": d.traceback}
-        self.finish(record, RunState.FAILED, f"{r.name}: {d.error}")
+def on_error(book: RunBook, r: Report, d: Decision) -> RunBook:
+    error = ErrorData.of(r)
+    said = {"error": error.error, "traceback": error.traceback}
+    book = replace(book, errors=put(book.errors, r.name, said))
+    return finish(book, RunState.FAILED, f"{r.name}: {error.error}", d)

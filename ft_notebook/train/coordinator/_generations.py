@@ -1,166 +1,162 @@
 """Generations: which workers train together, and how their group is made.
 
-:class:`Generations` owns ``record.plan`` and ``record.gens`` (the world sizes, and
-the per-generation reports ``synced``, ``verified`` and ``prepared`` that decide how
-the next loss is recovered), the sends of each new plan to the rank actors, the
-rendezvous keys of retired groups, and what a loss does to the run (it opens
-``record.recovery.pending``).
+The functions here are the one writer of ``RunBook.plan`` and ``RunBook.gens`` (the
+world sizes, and the per-generation reports ``synced``, ``verified`` and
+``prepared`` that decide how the next loss is recovered), and decide the sends of
+each new plan, the rendezvous keys of retired groups to forget, and what a loss
+does to the run (it opens ``recovery.pending``).
 
-Recovery (see :mod:`ft_notebook.train.protocol`): a single lost rank of a generation whose survivor
-groups are ready takes the fast path (:attr:`~ft_notebook.train.protocol.How.SURVIVE`: no
-rendezvous); anything else, or the fast path turned off, forms a new group
-(:attr:`~ft_notebook.train.protocol.How.FORM`). Fewer than ``min_workers`` survivors park the ranks
-(STALLED) until workers come back.
+Recovery (see :mod:`ft_notebook.train.protocol`): a single lost rank of a generation
+whose survivor groups are ready takes the fast path
+(:attr:`~ft_notebook.train.protocol.How.SURVIVE`: no rendezvous); anything else, or the
+fast path turned off, forms a new group (:attr:`~ft_notebook.train.protocol.How.FORM`).
+Fewer than ``min_workers`` survivors park the ranks (STALLED) until workers come back.
 """
 
 from __future__ import annotations
 
-import time
+from dataclasses import replace
 
 from ft_notebook.events import Health, RunState
-from ft_notebook.train.coordinator._link import SchedulerLink
-from ft_notebook.train.coordinator._publisher import ProgressPublisher
-from ft_notebook.train.coordinator._record import Record
-from ft_notebook.train.coordinator._status import RunStatus
-from ft_notebook.train.protocol import How, Plan, RankOp, Report, generation_prefix
+from ft_notebook.train.coordinator import _status
+from ft_notebook.train.coordinator._actions import Decision, ForgetKeys, PublishProgress, SendPlan
+from ft_notebook.train.coordinator._book import Pending, RunBook, put, without
+from ft_notebook.train.coordinator._inputs import PlanAnswered
+from ft_notebook.train.protocol import How, Plan, Report, generation_prefix
 from ft_notebook.train.report_kinds import PreparedData, SyncedData
 
 
-class Generations:
-    """New plans, their delivery, and the decisions a loss takes."""
+def new_plan(
+    book: RunBook,
+    members: list[str] | tuple[str, ...],
+    how: How,
+    d: Decision,
+    lost: str | None = None,
+    stop: str = "",
+) -> RunBook:
+    """The run's next generation, sent to every rank actor. No members: the ranks
+    park; ``stop``: they stop for good (evicted actors are told too, in case their
+    own stop plan was lost)."""
+    old = book.plan
+    parts = max(book.gens.parts, len(members))
+    plan = Plan(
+        run=book.name,
+        gen=(old.gen if old is not None else 0) + 1,
+        members=tuple(members),
+        store=book.store,
+        how=how,
+        base=old.gen if old is not None and how is How.SURVIVE else None,
+        lost=lost,
+        stop=stop,
+        committed=book.highest_step,
+        incarnation=book.incarnation,
+        parts=parts,
+    )
+    world = book.gens.world if stop else len(plan.members)
+    book = replace(book, plan=plan, gens=replace(book.gens, parts=parts, world=world))
+    _forget_retired(book, plan, d)
+    told = dict(book.members.actors)
+    if plan.stop:
+        told.update(book.members.retired)
+    for name, address in told.items():
+        d.do(SendPlan(name, address, plan))
+    return book
 
-    def __init__(self, link: SchedulerLink, status: RunStatus, progress: ProgressPublisher):
-        self.link = link
-        self.status = status
-        self.progress = progress
-        self.store_address: tuple[str, int] = ("", 0)  # the rendezvous TCPStore
 
-    def new_plan(
-        self, record: Record, members: list[str], how: How, lost: str | None = None, stop: str = ""
-    ) -> Plan:
-        """The run's next generation, sent to every rank actor. No members: the ranks
-        park; ``stop``: they stop for good."""
-        old = record.plan
-        record.gens.parts = max(record.gens.parts, len(members))
-        plan = Plan(
-            run=record.name,
-            gen=(old.gen if old is not None else 0) + 1,
-            members=tuple(members),
-            store=self.store_address,
-            how=how,
-            base=old.gen if old is not None and how is How.SURVIVE else None,
-            lost=lost,
-            stop=stop,
-            committed=record.highest_step,
-            incarnation=record.incarnation,
-            parts=record.gens.parts,
+def _forget_retired(book: RunBook, plan: Plan, d: Decision) -> None:
+    """Forget the rendezvous keys of groups that can never be used again: those of
+    generation gen-2 and older (gen-1's survivor groups may still be switched to,
+    and an NCCL group reads its keys at its first collective), or all of them
+    once the run stops."""
+    if plan.stop:
+        d.do(ForgetKeys(generation_prefix(book.name, book.incarnation)))
+    elif plan.gen > 2:
+        d.do(ForgetKeys(generation_prefix(book.name, book.incarnation, plan.gen - 2)))
+
+
+def on_plan_answered(book: RunBook, news: PlanAnswered, d: Decision) -> RunBook:
+    """A plan found no actor of the run on a member's worker: that member is lost."""
+    plan = book.plan
+    if (
+        plan is None
+        or plan.stop
+        or plan.gen != news.gen
+        or news.name not in plan.members
+        or book.members.actors.get(news.name) != news.address
+    ):
+        return book
+    return drop(book, news.name, "its rank actor is gone", d)
+
+
+def drop(book: RunBook, name: str, cause: str, d: Decision) -> RunBook:
+    """Member ``name`` is gone, whoever saw it go (the control plane, a plan that
+    found no actor, a rank stuck in its step): it leaves the run's actors and ready
+    ranks, and the run recovers from its loss."""
+    members = replace(
+        book.members,
+        actors=without(book.members.actors, name),
+        ready=without(book.members.ready, name),
+    )
+    return lost(replace(book, members=members), [name], cause, d)
+
+
+def lost(book: RunBook, names: list[str], cause: str, d: Decision) -> RunBook:
+    """Members ``names`` are gone: recover (survive or form), or park the ranks
+    when fewer than ``min_workers`` are left. Losses during one recovery make one
+    recovery, with all their causes."""
+    plan = book.plan
+    if plan is None or plan.stop or not set(names) & set(plan.members):
+        return book
+    survivors = [m for m in plan.members if m not in names and m in book.members.actors]
+    said = f"{', '.join(names)}: {cause}"
+    pending = book.recovery.pending
+    if pending is None:
+        pending = Pending(said, d.now, len(plan.members), book.highest_step, tuple(names))
+    else:
+        pending = replace(
+            pending, cause=f"{pending.cause}; {said}", lost=pending.lost + tuple(names)
         )
-        record.plan = plan
-        self.forget_retired(record, plan)
-        if not stop:
-            record.gens.world = len(plan.members)
-        told = dict(record.members.actors)
-        if plan.stop:  # evicted actors too, in case their own stop plan was lost
-            told.update(record.members.retired)
-        for name, address in told.items():
-            self.link.spawn(self.deliver(record, name, address, plan))
-        return plan
+    book = replace(book, recovery=replace(book.recovery, pending=pending))
+    book = _status.set_health(book, Health.DEGRADED, pending.cause, d)
+    minimum = book.options.min_workers
+    if len(survivors) < minimum:
+        why = f"{len(survivors)} worker(s) left, min_workers={minimum}"
+        book = _status.set_state(book, RunState.STALLED, why, d)
+        return new_plan(book, [], How.FORM, d)
+    book = _status.set_state(book, RunState.RECOVERING, pending.cause, d)
+    d.do(PublishProgress())  # dashboards: the lost tile at once
+    left = set(plan.members) - set(names)
+    fast = (
+        book.options.fast_recovery
+        and len(names) == 1
+        and book.gens.prepared.get(plan.gen, frozenset()) >= left
+        and book.gens.synced.get(plan.gen, frozenset()) >= left
+    )
+    return new_plan(book, survivors, How.SURVIVE if fast else How.FORM, d, lost=names[0])
 
-    def forget_retired(self, record: Record, plan: Plan) -> None:
-        """Delete the rendezvous keys of groups that can never be used again: those of
-        generation gen-2 and older (gen-1's survivor groups may still be switched to,
-        and an NCCL group reads its keys at its first collective), or all of them
-        once the run stops."""
-        if plan.stop:
-            prefix = generation_prefix(record.name, record.incarnation)
-        elif plan.gen > 2:
-            prefix = generation_prefix(record.name, record.incarnation, plan.gen - 2)
-        else:
-            return
-        self.link.spawn(self.link.control.forget_rendezvous(prefix))
 
-    async def deliver(self, record: Record, name: str, address: str, plan: Plan) -> None:
-        """Send ``plan`` to the rank on ``address``; a member whose actor is gone is lost."""
-        try:
-            answer = await self.link.call(
-                address, RankOp.DELIVER, run=record.name, plan=plan.to_wire()
-            )
-        except Exception:  # the worker is going: the control plane reports the loss
-            return
-        gone = answer == "no-actor" and not plan.stop and record.members.actors.get(name) == address
-        if gone and record.plan is plan and name in plan.members:
-            self.drop(record, name, "its rank actor is gone")
+# ---- reports of a generation
 
-    def drop(self, record: Record, name: str, cause: str) -> None:
-        """Member ``name`` is gone, whoever saw it go (the control plane, a plan that
-        found no actor, a rank stuck in its step): it leaves the run's actors and ready
-        ranks, and the run recovers from its loss."""
-        record.members.actors.pop(name, None)
-        record.members.ready.pop(name, None)
-        self.lost(record, [name], cause)
 
-    def lost(self, record: Record, names: list[str], cause: str) -> None:
-        """Members ``names`` are gone: recover (survive or form), or park the ranks
-        when fewer than ``min_workers`` are left. Losses during one recovery make one
-        recovery, with all their causes."""
-        plan = record.plan
-        if plan is None or plan.stop or not set(names) & set(plan.members):
-            return
-        survivors = [m for m in plan.members if m not in names and m in record.members.actors]
-        now = time.time()
-        if record.recovery.pending is None:
-            record.recovery.pending = {
-                "cause": f"{', '.join(names)}: {cause}",
-                "detected_at": now,
-                "workers_before": len(plan.members),
-                "highest_step": record.highest_step,
-                "lost": list(names),
-            }
-        else:
-            record.recovery.pending["cause"] += f"; {', '.join(names)}: {cause}"
-            record.recovery.pending["lost"] += list(names)
-        self.status.set_health(record, Health.DEGRADED, record.recovery.pending["cause"])
-        if len(survivors) < record.options.min_workers:
-            self.status.set_state(
-                record,
-                RunState.STALLED,
-                f"{len(survivors)} worker(s) left, min_workers={record.options.min_workers}",
-            )
-            self.new_plan(record, [], How.FORM)
-            return
-        self.status.set_state(record, RunState.RECOVERING, record.recovery.pending["cause"])
-        self.progress.publish(record, force=True)  # dashboards: the lost tile at once
-        prepared = record.gens.prepared.get(plan.gen, set())
-        fast = (
-            record.options.fast_recovery
-            and len(names) == 1
-            and prepared >= set(plan.members) - set(names)
-            and record.gens.synced.get(plan.gen, set()) >= set(plan.members) - set(names)
-        )
-        self.new_plan(record, survivors, How.SURVIVE if fast else How.FORM, lost=names[0])
+def on_synced(book: RunBook, r: Report, d: Decision) -> RunBook:
+    """A member trains generation ``r.gen`` from ``r.step``: once all do, the run
+    is running (unless a recovery is still to be completed by ``resumed``)."""
+    synced = book.gens.synced.get(r.gen, frozenset()) | {r.name}
+    verified = book.gens.verified | ({r.gen} if SyncedData.of(r).verified else set())
+    gens = replace(book.gens, synced=put(book.gens.synced, r.gen, synced), verified=verified)
+    book = _status.stepped(replace(book, gens=gens), r.step, d, at_least=True)
+    plan = book.plan
+    if plan is None or r.gen != plan.gen or not synced >= set(plan.members):
+        return book
+    book = _status.alive(book, d)
+    if book.recovery.pending is not None:
+        return book
+    book = _status.set_state(book, RunState.RUNNING, f"{len(plan.members)} workers", d)
+    return _status.update_health(book, d)
 
-    # ---- reports of a generation
 
-    def on_synced(self, record: Record, r: Report) -> None:
-        """A member trains generation ``r.gen`` from ``r.step``: once all do, the run
-        is running (unless a recovery is still to be completed by ``resumed``)."""
-        record.gens.synced.setdefault(r.gen, set()).add(r.name)
-        if SyncedData.of(r).verified:
-            record.gens.verified.add(r.gen)
-        record.step = max(record.step, r.step)
-        plan = record.plan
-        if (
-            plan is not None
-            and r.gen == plan.gen
-            and record.gens.synced[r.gen] >= set(plan.members)
-        ):
-            record.last_advance = time.time()
-            if record.recovery.pending is None:
-                if record.state is not RunState.RUNNING:
-                    self.status.set_state(record, RunState.RUNNING, f"{len(plan.members)} workers")
-                self.status.update_health(record)
-
-    def on_prepared(self, record: Record, r: Report) -> None:
-        """A member built its survivor groups: a single loss may take the fast path."""
-        gen = PreparedData.of(r).prepared_gen
-        record.gens.prepared.setdefault(gen, set()).add(r.name)
+def on_prepared(book: RunBook, r: Report, d: Decision) -> RunBook:
+    """A member built its survivor groups: a single loss may take the fast path."""
+    gen = PreparedData.of(r).prepared_gen
+    prepared = book.gens.prepared.get(gen, frozenset()) | {r.name}
+    return replace(book, gens=replace(book.gens, prepared=put(book.gens.prepared, gen, prepared)))

@@ -1,165 +1,173 @@
 """Which workers have rank actors of a run, and how they get one.
 
-:class:`Membership` keeps ``record.members`` (``actors``, ``ready``, ``seen``,
-``arrivals``, ``admitting``): the first start of a run (an actor per worker, warm-up,
-the first generation), actors started for workers that join later, the control
-plane's news of workers lost, hung and joined, and admitting joiners, once they are
-warm, into a new generation (at the next step boundary). ``record.recovery.joins`` is
-completed when a joiner first trains (:mod:`._recoveries`).
+The functions here are the one writer of ``RunBook.members``'s ``actors`` (but for a
+member lost: :func:`~._generations.drop`), ``ready``, ``seen``, ``arrivals`` and
+``admitting``: the first start of a run (an actor per worker, warm-up, the first
+generation), actors started for workers that join later, the control plane's news of
+workers lost, hung and joined, and admitting joiners, once they are warm, into a new
+generation (at the next step boundary). ``recovery.joins`` is completed when a joiner
+first trains (:mod:`._recoveries`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
+from dataclasses import replace
 
 from ft_notebook.cluster.plugins import name_key
 from ft_notebook.events import RunState
-from ft_notebook.train.coordinator._end import RunEnd
-from ft_notebook.train.coordinator._generations import Generations
-from ft_notebook.train.coordinator._link import SchedulerLink
-from ft_notebook.train.coordinator._publisher import ProgressPublisher
-from ft_notebook.train.coordinator._record import Record
-from ft_notebook.train.coordinator._status import RunStatus
-from ft_notebook.train.protocol import How, RankOp, Report
+from ft_notebook.train.coordinator import _end, _generations, _status
+from ft_notebook.train.coordinator._actions import (
+    After,
+    Decision,
+    Log,
+    PublishProgress,
+    SendPlan,
+    StartActor,
+)
+from ft_notebook.train.coordinator._book import RunBook, put, without
+from ft_notebook.train.coordinator._inputs import (
+    ActorStarted,
+    Launched,
+    LaunchFailed,
+    WarmupOver,
+    WorkerNews,
+)
+from ft_notebook.train.protocol import How, Report
 
-logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
+# ---- the first generation
 
 
-class Membership:
-    """Rank actors: started, warmed up, lost, and admitted to a generation."""
+def on_launched(book: RunBook, launch: Launched, d: Decision) -> RunBook:
+    """Start a rank actor on each worker (up to ``max_workers``); the first generation
+    forms once they are all warm (:func:`on_ready`) or the warm-up is over."""
+    if book.finished:
+        return book
+    limit = book.options.max_workers or len(launch.workers)
+    chosen = launch.workers[:limit]
+    members = replace(
+        book.members,
+        target_world=len(chosen),
+        actors={**book.members.actors, **dict(chosen)},
+        seen=book.members.seen | {n for n, _ in chosen},
+    )
+    for name, address in chosen:
+        d.do(StartActor(name, address, first=True))
+    d.do(After(book.options.warmup_timeout_s, WarmupOver(0.0)))
+    return _form_first_if_warm(replace(book, store=launch.store, members=members), d)
 
-    def __init__(
-        self,
-        runs: dict[str, Record],
-        link: SchedulerLink,
-        status: RunStatus,
-        plans: Generations,
-        progress: ProgressPublisher,
-        end: RunEnd,
-    ) -> None:
-        self.runs = runs
-        self.link = link
-        self.status = status
-        self.plans = plans
-        self.progress = progress
-        self.end = end
 
-    # ---- the first generation
+def on_launch_failed(book: RunBook, failed: LaunchFailed, d: Decision) -> RunBook:
+    if book.finished:
+        return book
+    return _end.finish(book, RunState.FAILED, f"the run could not start: {failed.error}", d)
 
-    async def launch(self, record: Record) -> None:
-        """Start the run; one that cannot start fails, saying why."""
-        try:
-            await self._start_run(record)
-        except Exception as e:
-            logger.exception("could not start run %s", record.name)
-            if not record.finished:
-                self.end.finish(record, RunState.FAILED, f"the run could not start: {e}")
 
-    async def _start_run(self, record: Record) -> None:
-        self.plans.store_address = await self.link.control.rendezvous_store()
-        workers = list(self.link.workers().items())
-        limit = record.options.max_workers or len(workers)
-        chosen = workers[:limit]
-        record.members.target_world = len(chosen)
-        await asyncio.gather(*(self.start_actor(record, n, a, first=True) for n, a in chosen))
-        deadline = time.time() + record.options.warmup_timeout_s
-        while not record.finished and time.time() < deadline:
-            if record.members.ready.keys() >= set(record.members.actors):
-                break
-            await asyncio.sleep(0.02)
-        if record.finished:
-            return
-        ready = [n for n in record.members.actors if n in record.members.ready]
-        if len(ready) < max(1, record.options.min_workers):
-            self.end.finish(
-                record,
-                RunState.FAILED,
-                f"{len(ready)} worker(s) finished warming up in time, "
-                f"min_workers={record.options.min_workers}",
-            )
-            return
-        self.status.set_state(record, RunState.RUNNING, f"{len(ready)} workers")
-        self.plans.new_plan(record, ready, How.FORM)
+def on_warmup_over(book: RunBook, d: Decision) -> RunBook:
+    """The warm-up time is up: the ranks ready train, or the run fails saying how few."""
+    if book.finished or book.plan is not None:
+        return book
+    return _form_first(book, d)
 
-    async def start_actor(self, record: Record, name: str, address: str, first: bool) -> None:
-        record.members.actors[name] = address
-        record.members.seen.add(name)
-        try:
-            answer = await self.link.call(
-                address,
-                RankOp.START,
-                spec=record.spec,
-                run=record.name,
-                name=name,
-                first=first,
-                incarnation=record.incarnation,
-            )
-            if answer not in ("started", "running"):  # None: a worker without the handler
-                raise RuntimeError(f"{RankOp.START.value} answered {answer!r}")
-        except Exception as e:
-            if record.members.actors.get(name) == address:
-                record.members.actors.pop(name, None)
-            logger.warning("could not start a rank of %s on %s: %s", record.name, name, e)
-            return
-        if record.finished and record.plan is not None:
-            # the run ended while this rank started: its stop plan may have reached the
-            # worker before the actor existed ("no-actor"), and an actor never stopped
-            # keeps its model and data, and draws beside the next run's ranks
-            await self.plans.deliver(record, name, address, record.plan)
 
-    # ---- workers coming and going
+def _form_first_if_warm(book: RunBook, d: Decision) -> RunBook:
+    if book.finished or book.plan is not None:
+        return book
+    if book.members.ready.keys() >= set(book.members.actors):
+        return _form_first(book, d)
+    return book
 
-    def on_membership(self, kind: str, name: str, address: str, cause: str) -> None:
-        """The control plane's news of worker ``name``: ``lost``, ``hung`` or ``joined``."""
-        for record in list(self.runs.values()):
-            if record.finished:
-                continue
-            if kind in ("lost", "hung"):
-                if record.members.actors.get(name) == address:
-                    self.plans.drop(record, name, cause or f"worker {kind}")
-            elif (
-                kind == "joined"
-                and name not in record.members.actors
-                and name not in record.members.evicted
-            ):
-                limit = record.options.max_workers
-                if limit is None or len(record.members.actors) < limit:
-                    record.members.arrivals[name] = time.time()
-                    self.link.spawn(self.start_actor(record, name, address, first=False))
 
-    def on_ready(self, record: Record, r: Report) -> None:
-        """A rank warmed up (at ``r.step``: the checkpoint it resumed from, if any)."""
-        record.members.ready[r.name] = r.time
-        if r.step > 0 and record.plan is None:
-            record.members.resumed_from = max(record.members.resumed_from or 0, r.step)
-        if record.plan is not None:
-            self.admit(record)
+def _form_first(book: RunBook, d: Decision) -> RunBook:
+    ready = [n for n in book.members.actors if n in book.members.ready]
+    minimum = book.options.min_workers
+    if len(ready) < max(1, minimum):
+        why = f"{len(ready)} worker(s) finished warming up in time, min_workers={minimum}"
+        return _end.finish(book, RunState.FAILED, why, d)
+    book = _status.set_state(book, RunState.RUNNING, f"{len(ready)} workers", d)
+    return _generations.new_plan(book, ready, How.FORM, d)
 
-    def admit(self, record: Record) -> None:
-        """Ready workers not in the generation join it (at the next step boundary)."""
-        plan = record.plan
-        if plan is None or plan.stop or record.finished:
-            return
-        waiting = [
-            n for n in record.members.actors if n in record.members.ready and n not in plan.members
-        ]
-        if not waiting:
-            return
-        members = sorted(
-            [m for m in plan.members if m in record.members.actors] + waiting, key=name_key
+
+def on_actor_started(book: RunBook, started: ActorStarted, d: Decision) -> RunBook:
+    """An actor's start answered. One that failed leaves the run's actors (the warm-up
+    may be complete without it); one that started after its run ended is sent the stop
+    plan: its stop may have reached the worker before the actor existed, and an actor
+    never stopped keeps its model and data, and draws beside the next run's ranks."""
+    name, address = started.name, started.address
+    if started.error:
+        d.do(Log("warning", f"could not start a rank of {book.name} on {name}: {started.error}"))
+        if book.members.actors.get(name) != address:
+            return book
+        book = replace(
+            book, members=replace(book.members, actors=without(book.members.actors, name))
         )
-        if len(members) < record.options.min_workers:
-            return
-        if record.state is RunState.STALLED:
-            self.status.set_state(record, RunState.RECOVERING, f"{len(members)} workers back")
-        plan = self.plans.new_plan(record, members, How.FORM)
-        self.progress.publish(record, force=True)
-        for name in waiting:
-            record.members.admitting[name] = {
-                "name": name,
-                "arrived_at": record.members.arrivals.pop(name, time.time()),
-                "ready_at": record.members.ready.get(name, time.time()),
-                "generation": plan.gen,
-            }
+        return _form_first_if_warm(book, d)
+    if book.finished and book.plan is not None:
+        d.do(SendPlan(name, address, book.plan))
+    return book
+
+
+# ---- workers coming and going
+
+
+def on_news(book: RunBook, news: WorkerNews, d: Decision) -> RunBook:
+    """The control plane's news of worker ``name``: ``lost``, ``hung`` or ``joined``."""
+    if book.finished:
+        return book
+    members, name = book.members, news.name
+    if news.kind in ("lost", "hung"):
+        if members.actors.get(name) == news.address:
+            return _generations.drop(book, name, news.cause or f"worker {news.kind}", d)
+        return book
+    if news.kind != "joined" or name in members.actors or name in members.evicted:
+        return book
+    limit = book.options.max_workers
+    if limit is not None and len(members.actors) >= limit:
+        return book
+    members = replace(
+        members,
+        actors=put(members.actors, name, news.address),
+        seen=members.seen | {name},
+        arrivals=put(members.arrivals, name, news.now),
+    )
+    d.do(StartActor(name, news.address, first=False))
+    return replace(book, members=members)
+
+
+def on_ready(book: RunBook, r: Report, d: Decision) -> RunBook:
+    """A rank warmed up (at ``r.step``: the checkpoint it resumed from, if any)."""
+    members = replace(book.members, ready=put(book.members.ready, r.name, r.time))
+    if r.step > 0 and book.plan is None:
+        members = replace(members, resumed_from=max(members.resumed_from or 0, r.step))
+    book = replace(book, members=members)
+    if book.plan is None:
+        return _form_first_if_warm(book, d)
+    return admit(book, d)
+
+
+def admit(book: RunBook, d: Decision) -> RunBook:
+    """Ready workers not in the generation join it (at the next step boundary)."""
+    plan, members = book.plan, book.members
+    if plan is None or plan.stop or book.finished:
+        return book
+    waiting = [n for n in members.actors if n in members.ready and n not in plan.members]
+    if not waiting:
+        return book
+    staying = [m for m in plan.members if m in members.actors]
+    everyone = sorted(staying + waiting, key=name_key)
+    if len(everyone) < book.options.min_workers:
+        return book
+    if book.state is RunState.STALLED:
+        book = _status.set_state(book, RunState.RECOVERING, f"{len(everyone)} workers back", d)
+    book = _generations.new_plan(book, everyone, How.FORM, d)
+    d.do(PublishProgress())
+    gen = book.plan.gen if book.plan is not None else 0
+    admitting = dict(members.admitting)
+    for name in waiting:
+        admitting[name] = {
+            "name": name,
+            "arrived_at": members.arrivals.get(name, d.now),
+            "ready_at": members.ready.get(name, d.now),
+            "generation": gen,
+        }
+    arrivals = without(members.arrivals, *waiting)
+    return replace(book, members=replace(book.members, admitting=admitting, arrivals=arrivals))

@@ -1,16 +1,20 @@
 """What a run notes of its steps and checkpoints: skipped steps, rollbacks, repaired
 states, failed and committed checkpoints.
 
-:class:`RunNotes` keeps ``record.noted`` (``notes``, ``nonfinite``, ``checkpoint``,
-``lagging``, which rank 0's progress also sets in :mod:`._progress_reports`, and what saves
-cost), and publishes the event each note stands for.
+The functions here are the one writer of ``RunBook.noted`` (``notes``, ``nonfinite``,
+``lagging``, which rank 0's progress also says in :mod:`._progress_reports`, and what
+saves cost), and decide the event each note stands for.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from ft_notebook.events import CheckpointFailed, RolledBack, StateRepaired, StepSkipped
-from ft_notebook.train.coordinator._record import Record
-from ft_notebook.train.coordinator._status import RunStatus
+from ft_notebook.train.coordinator import _status
+from ft_notebook.train.coordinator._actions import Decision
+from ft_notebook.train.coordinator._book import RunBook
 from ft_notebook.train.protocol import Report
 from ft_notebook.train.report_kinds import (
     CheckpointData,
@@ -20,51 +24,52 @@ from ft_notebook.train.report_kinds import (
     StateRepairedData,
 )
 
+#: Notes a run keeps (the newest).
+NOTES_MAX = 200
 
-class RunNotes:
-    """Handles the reports of skipped steps, rollbacks, repairs and checkpoints."""
 
-    def __init__(self, status: RunStatus) -> None:
-        self.status = status
+def _noted(book: RunBook, note: dict[str, Any], **changes: Any) -> RunBook:
+    notes = (*book.noted.notes, note)[-NOTES_MAX:]
+    return replace(book, noted=replace(book.noted, notes=notes, **changes))
 
-    def on_nonfinite(self, record: Record, r: Report) -> None:
-        d = NonfiniteData.of(r)
-        record.noted.nonfinite += 1
-        record.noted.notes.append({"kind": r.kind, "time": r.time, "step": d.at_step})
-        self.status.publish(record, StepSkipped(skipped_step=d.at_step, streak=d.streak))
 
-    def on_rollback(self, record: Record, r: Report) -> None:
-        d = RollbackData.of(r)
-        record.step = d.to_step  # the next progress published says where it went
-        record.noted.notes.append({"kind": r.kind, "time": r.time, **d.to_data()})
-        self.status.publish(
-            record, RolledBack(from_step=d.from_step, to_step=d.to_step, skipped_steps=d.skipped)
-        )
+def on_nonfinite(book: RunBook, r: Report, d: Decision) -> RunBook:
+    n = NonfiniteData.of(r)
+    note = {"kind": r.kind, "time": r.time, "step": n.at_step}
+    book = _noted(book, note, nonfinite=book.noted.nonfinite + 1)
+    return _status.publish(book, StepSkipped(skipped_step=n.at_step, streak=n.streak), d)
 
-    def on_state_repaired(self, record: Record, r: Report) -> None:
-        d = StateRepairedData.of(r)
-        record.noted.notes.append({"kind": r.kind, "time": r.time, **d.to_data()})
-        self.status.publish(
-            record,
-            StateRepaired(at_step=d.at_step, workers=d.workers, source=d.source, when=d.when),
-        )
 
-    def on_checkpoint_failed(self, record: Record, r: Report) -> None:
-        d = CheckpointFailedData.of(r)
-        record.noted.notes.append({"kind": r.kind, "time": r.time, **d.to_data()})
-        record.noted.lagging = True
-        self.status.publish(
-            record,
-            CheckpointFailed(checkpoint_step=r.step, error=d.error, retry_at_step=d.retry_at),
-        )
+def on_rollback(book: RunBook, r: Report, d: Decision) -> RunBook:
+    back = RollbackData.of(r)
+    book = _noted(book, {"kind": r.kind, "time": r.time, **back.to_data()})
+    book = _status.stepped(book, back.to_step, d)  # the next progress says where it went
+    event = RolledBack(from_step=back.from_step, to_step=back.to_step, skipped_steps=back.skipped)
+    return _status.publish(book, event, d)
 
-    def on_checkpoint(self, record: Record, r: Report) -> None:
-        d = CheckpointData.of(r)
-        # the run got there: the next progress published must not say less
-        record.step = max(record.step, d.checkpoint_step)
-        self.status.checkpointed(record, d.checkpoint_step)
-        record.noted.lagging = False
-        if d.stall_s is not None:  # what the save cost training
-            record.noted.checkpoint_costs = [*record.noted.checkpoint_costs, d.stall_s][-20:]
-        if d.plan is not None:  # checkpoint_every="auto": the new plan
-            record.noted.checkpoint_plan = dict(d.plan)
+
+def on_state_repaired(book: RunBook, r: Report, d: Decision) -> RunBook:
+    s = StateRepairedData.of(r)
+    book = _noted(book, {"kind": r.kind, "time": r.time, **s.to_data()})
+    event = StateRepaired(at_step=s.at_step, workers=s.workers, source=s.source, when=s.when)
+    return _status.publish(book, event, d)
+
+
+def on_checkpoint_failed(book: RunBook, r: Report, d: Decision) -> RunBook:
+    f = CheckpointFailedData.of(r)
+    book = _noted(book, {"kind": r.kind, "time": r.time, **f.to_data()}, lagging=True)
+    event = CheckpointFailed(checkpoint_step=r.step, error=f.error, retry_at_step=f.retry_at)
+    return _status.publish(book, event, d)
+
+
+def on_checkpoint(book: RunBook, r: Report, d: Decision) -> RunBook:
+    c = CheckpointData.of(r)
+    # the run got there: the next progress published must not say less
+    book = _status.stepped(book, c.checkpoint_step, d, at_least=True)
+    book = _status.checkpointed(book, c.checkpoint_step, d)
+    noted = replace(book.noted, lagging=False)
+    if c.stall_s is not None:  # what the save cost training
+        noted = replace(noted, checkpoint_costs=(*noted.checkpoint_costs, c.stall_s)[-20:])
+    if c.plan is not None:  # checkpoint_every="auto": the new plan
+        noted = replace(noted, checkpoint_plan=dict(c.plan))
+    return replace(book, noted=noted)

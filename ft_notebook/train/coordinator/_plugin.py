@@ -1,29 +1,20 @@
 """The run coordinator: a SchedulerPlugin that drives every training run of a cluster.
 
 It lives in the scheduler, so a run goes on when the notebook kernel that started it
-dies. :class:`RunCoordinator` owns the runs' records (``runs``: name ->
-:class:`~._record.Record`), the API the kernels call through
-its scheduler handler ``ft_train`` (:class:`~ft_notebook.train.protocol.RunAction`), and
-the plugin's life (``start``, ``close``, ``log_event``). The work is done by the
-parts it wires together, each given what it needs:
-
-- :class:`~._link.SchedulerLink`: calls to workers, the control plane, background tasks;
-- :class:`~._status.RunStatus`: state and health transitions, events on the run's topic;
-- :class:`~._publisher.ProgressPublisher`: progress for dashboards;
-- :class:`~._generations.Generations`: plans, their delivery, what a loss does;
-- :class:`~._end.RunEnd`: the end of a run;
-- :class:`~._membership.Membership`: rank actors, joiners, the control plane's news;
-- :class:`~._recoveries.Recoveries`: recoveries completed, failed collectives, and
-  through :class:`~._evictions.Evictions` a member that cannot meet its peers evicted;
-- :class:`~._notes.RunNotes`: skipped steps, rollbacks, repairs, checkpoints;
-- :class:`~._reports.RunReports`: rank reports, dispatched by kind (:mod:`._progress_reports`
-  handles progress and evaluations);
-- :class:`~._stall.StallWatch`: the watchdog loop, hangs heartbeats do not show.
+dies. It is thin: it keeps each run's book (``runs``: name ->
+:class:`~._book.RunBook`, replaced whole after each decision), turns what the
+scheduler hands it into inputs (:mod:`._inputs`: rank reports from the event log,
+the control plane's news of workers, the kernels' calls through its scheduler
+handler ``ft_train``, the watchdog's ticks, its own ``close``), feeds them to the
+pure :func:`~.decide.decide` one at a time, on the scheduler's event loop, and
+carries out the actions that come back (:mod:`._carry_out`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,24 +22,36 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from ft_notebook._paths import checked_name
 from ft_notebook.cluster.plugins import control_plane
-from ft_notebook.events import RunState
 from ft_notebook.exceptions import TrainingError
-from ft_notebook.train.coordinator._end import RunEnd
-from ft_notebook.train.coordinator._evictions import Evictions
-from ft_notebook.train.coordinator._generations import Generations
+from ft_notebook.train.coordinator._actions import Action
+from ft_notebook.train.coordinator._book import RunBook, info
+from ft_notebook.train.coordinator._carry_out import carry_out
+from ft_notebook.train.coordinator._inputs import (
+    Cancelled,
+    ClusterClosing,
+    Input,
+    Reported,
+    Tick,
+    WorkerNews,
+)
 from ft_notebook.train.coordinator._link import SchedulerLink
-from ft_notebook.train.coordinator._membership import Membership
-from ft_notebook.train.coordinator._notes import RunNotes
-from ft_notebook.train.coordinator._publisher import ProgressPublisher
-from ft_notebook.train.coordinator._record import Record
-from ft_notebook.train.coordinator._recoveries import Recoveries
-from ft_notebook.train.coordinator._reports import RunReports
-from ft_notebook.train.coordinator._stall import StallWatch
-from ft_notebook.train.coordinator._status import RunStatus
-from ft_notebook.train.protocol import SCHEDULER_HANDLER, RunAction
+from ft_notebook.train.coordinator.decide import decide, start
+from ft_notebook.train.protocol import (
+    REPORT_TOPIC,
+    SCHEDULER_HANDLER,
+    Report,
+    RunAction,
+    UnknownMessage,
+)
+from ft_notebook.train.report_kinds import payload_of
 from ft_notebook.train.spec import RunOptions
 
+logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
+
 PLUGIN_NAME = "ft-notebook-runs"
+
+#: Seconds between two watchdog ticks.
+TICK_EVERY_S = 0.5
 
 
 class RunCoordinator(SchedulerPlugin):
@@ -56,22 +59,8 @@ class RunCoordinator(SchedulerPlugin):
     idempotent = True
 
     def __init__(self) -> None:
-        self.runs: dict[str, Record] = {}
+        self.runs: dict[str, RunBook] = {}
         self.link = SchedulerLink()
-        self.status = RunStatus(self.link)
-        self.progress = ProgressPublisher(self.link, self.status)
-        self.plans = Generations(self.link, self.status, self.progress)
-        self.end = RunEnd(self.link, self.status, self.plans, self.progress)
-        self.members = Membership(
-            self.runs, self.link, self.status, self.plans, self.progress, self.end
-        )
-        self.recoveries = Recoveries(
-            self.status, self.plans, self.end, Evictions(self.link, self.plans)
-        )
-        self.reports = RunReports(
-            self.runs, self.members, self.plans, self.recoveries, RunNotes(self.status), self.end
-        )
-        self.watch = StallWatch(self.runs, self.link, self.plans, self.progress, self.end)
         self._watchdog: asyncio.Task[None] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -84,22 +73,59 @@ class RunCoordinator(SchedulerPlugin):
         scheduler.handlers[SCHEDULER_HANDLER] = self.handle
         self.link.scheduler = scheduler
         self.link.control = control_plane(scheduler)
-        self.link.control.add_listener(self.members.on_membership)
-        self._watchdog = asyncio.ensure_future(self.watch.watchdog())
+        self.link.control.add_listener(self.on_membership)
+        self._watchdog = asyncio.ensure_future(self._tick())
 
     async def close(self) -> None:
-        # A run ends with its cluster: said here, or its journal would say RUNNING for
-        # ever (the panel, the status bar and a re-attaching kernel read it).
-        for record in self.runs.values():
-            if not record.finished:
-                self.end.finish(record, RunState.CANCELLED, "its cluster shut down")
-        self.link.control.remove_listener(self.members.on_membership)
+        for name in list(self.runs):
+            self.feed(name, ClusterClosing(time.time()))
+        self.link.control.remove_listener(self.on_membership)
         if self._watchdog is not None:
             self._watchdog.cancel()
         self.link.cancel_tasks()
 
+    # ---- the one door of every input
+
+    def feed(self, name: str, event: Input) -> None:
+        """Decide on ``event`` for run ``name`` and carry out what was decided."""
+        book = self.runs.get(name)
+        if book is None:
+            return
+        book, actions = decide(book, event)
+        self.runs[name] = book
+        self._carry_out(book, actions)
+
+    def _carry_out(self, book: RunBook, actions: tuple[Action, ...]) -> None:
+        carry_out(self.link, book.name, book.spec, book.incarnation, actions, self.feed)
+
     def log_event(self, topic: str, msg: Any) -> None:
-        self.reports.log_event(topic, msg)
+        """Rank reports arrive through the scheduler's event log."""
+        if topic != REPORT_TOPIC or not isinstance(msg, dict):
+            return
+        try:
+            report = Report.from_wire(msg)
+            payload_of(report)  # a malformed one is refused here, not by a rule
+        except UnknownMessage as e:  # never guessed at: a rank of another version?
+            logger.error("a rank's report was refused: %s", e)
+            return
+        try:
+            self.feed(report.run, Reported(time.time(), report))
+        except Exception:
+            logger.exception("could not handle the report %r", report)
+
+    def on_membership(self, kind: str, name: str, address: str, cause: str) -> None:
+        """The control plane's news of worker ``name``: ``lost``, ``hung`` or ``joined``."""
+        for run in list(self.runs):
+            self.feed(run, WorkerNews(time.time(), kind, name, address, cause))
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_EVERY_S)
+            for name in list(self.runs):
+                try:
+                    self.feed(name, Tick(time.time()))
+                except Exception:
+                    logger.exception("the watchdog's tick of %s failed", name)
 
     # ---- the kernels' entry point (protocol.SCHEDULER_HANDLER)
 
@@ -122,21 +148,26 @@ class RunCoordinator(SchedulerPlugin):
                 f"Attach to it with ft.attach({name!r}), or pick another name."
             )
         name = checked_name(name, "run name")  # before anything keeps it
-        record = Record(name, spec, RunOptions.from_wire(options))
-        self.runs[name] = record
-        self.status.started(record)
-        self.link.control.hold(f"run:{name}")
-        self.link.spawn(self.members.launch(record))
-        return record.info()
+        address = str(getattr(self.link.scheduler, "address", "") or "")
+        book, actions = start(
+            name,
+            spec,
+            RunOptions.from_wire(options),
+            time.time(),
+            cluster=_registered_name(address),
+            scheduler=address,
+        )
+        self.runs[name] = book
+        self._carry_out(book, actions)
+        return info(self.runs[name])
 
     def cancel(self, name: str) -> dict[str, Any]:
-        record = self._get(name)
-        if not record.finished:
-            self.end.finish(record, RunState.CANCELLED, "cancelled by the user")
-        return record.info()
+        self._get(name)
+        self.feed(name, Cancelled(time.time()))
+        return info(self.runs[name])
 
     def info(self, name: str) -> dict[str, Any]:
-        return self._get(name).info()
+        return info(self._get(name))
 
     def state(self, name: str) -> str:
         return self._get(name).state.value
@@ -145,13 +176,13 @@ class RunCoordinator(SchedulerPlugin):
         """The runs' names, oldest first."""
         return sorted(self.runs, key=lambda n: self.runs[n].started_at)
 
-    def _get(self, name: str) -> Record:
-        record = self.runs.get(name)
-        if record is None:
+    def _get(self, name: str) -> RunBook:
+        book = self.runs.get(name)
+        if book is None:
             raise TrainingError(
                 f"No run named {name!r} on this cluster (runs here: {sorted(self.runs)})."
             )
-        return record
+        return book
 
 
 _ACTIONS: dict[RunAction, Callable[..., Any]] = {
@@ -161,3 +192,14 @@ _ACTIONS: dict[RunAction, Callable[..., Any]] = {
     RunAction.CANCEL: RunCoordinator.cancel,
     RunAction.NAMES: RunCoordinator.names,
 }
+
+
+def _registered_name(address: str) -> str:
+    """The name of the user's registered cluster at ``address``, or ``""``."""
+    from ft_notebook.cluster import clusters
+
+    try:
+        return next((c.name for c in clusters() if c.address == address), "")
+    except Exception:  # an unreadable registry costs the view this fact, not the run
+        logger.exception("could not read the cluster registry")
+        return ""

@@ -1,19 +1,20 @@
 """A run's history: its loss curve and evaluations, bounded in size.
 
-The functions here keep ``record.progress``: the ``history`` (and ``history_every``,
-how often a progress point is kept), the step rate (``steps_per_s``, ``step_times``,
-which the stall threshold reads) and a robust aggregator's suspects. They keep no
-state of their own: the run's record holds it all, so they are the handlers of
-``progress`` and ``eval`` reports as they are.
+The functions here are the one writer of ``RunBook.progress`` but ``published``: the
+``history`` (and ``history_every``, how often a progress point is kept), the step
+rate (``steps_per_s``, ``step_times``, which the stall threshold reads) and a robust
+aggregator's suspects; and of ``epoch`` and ``loss`` while the run trains.
 """
 
 from __future__ import annotations
 
 import bisect
-import time
+from dataclasses import replace
 from typing import Any
 
-from ft_notebook.train.coordinator._record import Record
+from ft_notebook.train.coordinator import _status
+from ft_notebook.train.coordinator._actions import Decision
+from ft_notebook.train.coordinator._book import Progress, RunBook
 from ft_notebook.train.protocol import Report
 from ft_notebook.train.report_kinds import DoneData, EvalData, ProgressData
 
@@ -21,80 +22,82 @@ from ft_notebook.train.report_kinds import DoneData, EvalData, ProgressData
 HISTORY_MAX = 2000
 
 
-def on_progress(record: Record, r: Report) -> None:
+def on_progress(book: RunBook, r: Report, d: Decision) -> RunBook:
     """Rank 0's progress (throttled): the step, its rate, and a point of the curve."""
-    d = ProgressData.of(r)
-    now = time.time()
-    if r.step > record.step:
-        record.last_advance = now
-        rate = d.steps_per_s or 0.0
-        record.progress.steps_per_s = rate
-        if rate:
-            record.progress.step_times = ([*record.progress.step_times, 1.0 / rate])[-50:]
-    record.step, record.epoch, record.loss = r.step, d.epoch, d.loss
+    p = ProgressData.of(r)
+    progress = book.progress
+    if r.step > book.step:
+        rate = p.steps_per_s or 0.0
+        times = (*progress.step_times, 1.0 / rate)[-50:] if rate else progress.step_times
+        progress = replace(progress, steps_per_s=rate, step_times=times)
+    book = _status.stepped(replace(book, progress=progress, epoch=p.epoch, loss=p.loss), r.step, d)
     point: dict[str, Any] = {
         "step": r.step,
         "time": r.time,
-        "loss": d.loss,
-        "steps_per_s": d.steps_per_s,
-        "samples_per_s": d.samples_per_s,
-        "world_size": d.world,
+        "loss": p.loss,
+        "steps_per_s": p.steps_per_s,
+        "samples_per_s": p.samples_per_s,
+        "world_size": p.world,
     }
-    point.update(add_robust_window(record, d))
-    if d.lagging is not None:  # rank 0's view: failing saves, or saves queued behind a slow one
-        record.noted.lagging = d.lagging
-    if r.step % record.progress.history_every == 0:
-        record.progress.history.append(point)
-    trim_history(record)
+    book, window = add_robust_window(book, p)
+    point.update(window)
+    if p.lagging is not None:  # rank 0's view: failing saves, or saves queued behind a slow one
+        book = replace(book, noted=replace(book.noted, lagging=p.lagging))
+    if r.step % book.progress.history_every == 0:
+        history = (*book.progress.history, point)
+        book = replace(book, progress=trim_history(replace(book.progress, history=history)))
+    return book
 
 
-def add_robust_window(record: Record, d: ProgressData | DoneData) -> dict[str, Any]:
-    """Add a robust aggregator's window (what rank 0 tells with each progress report,
-    and with ``done`` for the steps after the last one) to the run's totals; returns
-    the window, for the history point."""
+def add_robust_window(book: RunBook, p: ProgressData | DoneData) -> tuple[RunBook, dict[str, Any]]:
+    """The book with a robust aggregator's window (what rank 0 tells with each progress
+    report, and with ``done`` for the steps after the last one) added to the run's
+    totals, and the window, for the history point."""
     window: dict[str, Any] = {}
-    if d.suspects:  # worker -> suspect steps in the window
-        window["suspects"] = dict(d.suspects)
-        totals = record.progress.suspects
-        for name, steps in d.suspects.items():
+    progress = book.progress
+    if p.suspects:  # worker -> suspect steps in the window
+        window["suspects"] = dict(p.suspects)
+        totals = dict(progress.suspects)
+        for name, steps in p.suspects.items():
             totals[name] = totals.get(name, 0) + steps
-    if d.mean_steps:  # on_violation="mean": steps the rule could not hold for
-        window["mean_steps"] = d.mean_steps
-        record.progress.mean_steps += d.mean_steps
-    return window
+        progress = replace(progress, suspects=totals)
+    if p.mean_steps:  # on_violation="mean": steps the rule could not hold for
+        window["mean_steps"] = p.mean_steps
+        progress = replace(progress, mean_steps=progress.mean_steps + p.mean_steps)
+    return replace(book, progress=progress), window
 
 
-def on_eval(record: Record, r: Report) -> None:
+def on_eval(book: RunBook, r: Report, d: Decision) -> RunBook:
     """An evaluation (run in the background on rank 0) finished: its result goes
     into the history at the step whose weights it evaluated."""
-    d = EvalData.of(r)
-    step = d.eval_step
+    e = EvalData.of(r)
     result: dict[str, Any] = {"eval_time": r.time}  # when it finished
-    if d.eval is not None:
-        result["eval"] = d.eval
-    if d.eval_error is not None:
-        result["eval_error"] = d.eval_error
-    for point in reversed(record.progress.history):
-        if point["step"] == step:
-            point.update(result)
-            return
-        if point["step"] < step:
+    if e.eval is not None:
+        result["eval"] = e.eval
+    if e.eval_error is not None:
+        result["eval_error"] = e.eval_error
+    history = list(book.progress.history)
+    for i in range(len(history) - 1, -1, -1):
+        if history[i]["step"] == e.eval_step:
+            history[i] = {**history[i], **result}
+            return replace(book, progress=replace(book.progress, history=tuple(history)))
+        if history[i]["step"] < e.eval_step:
             break
-    point = {"step": step, "time": r.time, "loss": None, "steps_per_s": None}
+    point = {"step": e.eval_step, "time": r.time, "loss": None, "steps_per_s": None}
     point.update(samples_per_s=None, world_size=None, **result)
-    bisect.insort(record.progress.history, point, key=lambda p: p["step"])
-    trim_history(record)
+    bisect.insort(history, point, key=lambda q: q["step"])
+    return replace(book, progress=trim_history(replace(book.progress, history=tuple(history))))
 
 
-def trim_history(record: Record) -> None:
-    """Keep a run's history within :data:`HISTORY_MAX` points: every other progress
-    point goes (and later ones are kept half as often); evaluations, sparse and
-    wanted, stay unless they alone fill half of it, then every other one goes too."""
-    if len(record.progress.history) <= HISTORY_MAX:
-        return
-    evals = [p for p in record.progress.history if "eval_time" in p]
-    progress = [p for p in record.progress.history if "eval_time" not in p][::2]
-    record.progress.history_every *= 2
+def trim_history(progress: Progress) -> Progress:
+    """``progress`` with its history within :data:`HISTORY_MAX` points: every other
+    progress point goes (and later ones are kept half as often); evaluations, sparse
+    and wanted, stay unless they alone fill half of it, then every other one goes too."""
+    if len(progress.history) <= HISTORY_MAX:
+        return progress
+    evals = [q for q in progress.history if "eval_time" in q]
+    points = [q for q in progress.history if "eval_time" not in q][::2]
     if len(evals) > HISTORY_MAX // 2:
         evals = evals[::-2][::-1]  # the newest stays
-    record.progress.history = sorted(progress + evals, key=lambda p: p["step"])
+    history = tuple(sorted(points + evals, key=lambda q: q["step"]))
+    return replace(progress, history=history, history_every=progress.history_every * 2)

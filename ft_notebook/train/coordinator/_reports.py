@@ -1,95 +1,64 @@
-"""What the ranks report, and who in the coordinator handles it.
+"""What the ranks report, and which rule of the coordinator decides on it.
 
-Reports come through the scheduler's event log (``log_event``). :class:`RunReports`
-owns reading them (one it cannot read is logged and dropped; one of a finished run,
-or of an earlier run of the same name, is ignored), ``Record.highest_step``, and the
-dispatch table: one handler per :class:`~ft_notebook.train.protocol.ReportKind`, each
-the method of the part that owns what the report moves on, and each reading the report
-as its kind's class (:mod:`ft_notebook.train.report_kinds`). A kind with no handler is
-refused when the table is built, so a new kind cannot be dropped unseen.
+:func:`on_report` is the one writer of ``RunBook.highest_step`` and dispatches by
+kind through :data:`HANDLERS`: one function per
+:class:`~ft_notebook.train.protocol.ReportKind`, each of the module that owns what
+the report moves on, each reading the report as its kind's class
+(:mod:`ft_notebook.train.report_kinds`). A kind with no handler is refused when this
+module is imported (:func:`check_covers`), so a new kind cannot be dropped unseen.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
 
-from ft_notebook.train.coordinator import _progress_reports
-from ft_notebook.train.coordinator._end import RunEnd
-from ft_notebook.train.coordinator._generations import Generations
-from ft_notebook.train.coordinator._membership import Membership
-from ft_notebook.train.coordinator._notes import RunNotes
-from ft_notebook.train.coordinator._record import Record
-from ft_notebook.train.coordinator._recoveries import Recoveries
-from ft_notebook.train.protocol import REPORT_TOPIC, Report, ReportKind, UnknownMessage
-from ft_notebook.train.report_kinds import payload_of
+from ft_notebook.train.coordinator import (
+    _end,
+    _generations,
+    _membership,
+    _notes,
+    _progress_reports,
+    _recoveries,
+)
+from ft_notebook.train.coordinator._actions import Decision
+from ft_notebook.train.coordinator._book import RunBook
+from ft_notebook.train.protocol import Report, ReportKind
 
-logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
-
-Handler = Callable[[Record, Report], None]
-
-
-class RunReports:
-    """Reads rank reports and hands each to the handler of its kind."""
-
-    def __init__(
-        self,
-        runs: dict[str, Record],
-        members: Membership,
-        plans: Generations,
-        recoveries: Recoveries,
-        notes: RunNotes,
-        end: RunEnd,
-    ) -> None:
-        self.runs = runs
-        self.table: dict[ReportKind, Handler] = {
-            ReportKind.READY: members.on_ready,
-            ReportKind.SYNCED: plans.on_synced,
-            ReportKind.PREPARED: plans.on_prepared,
-            ReportKind.RESUMED: recoveries.on_resumed,
-            ReportKind.PROGRESS: _progress_reports.on_progress,
-            ReportKind.EVAL: _progress_reports.on_eval,
-            ReportKind.CHECKPOINT: notes.on_checkpoint,
-            ReportKind.CHECKPOINT_FAILED: notes.on_checkpoint_failed,
-            ReportKind.NONFINITE: notes.on_nonfinite,
-            ReportKind.ROLLBACK: notes.on_rollback,
-            ReportKind.STATE_REPAIRED: notes.on_state_repaired,
-            ReportKind.PEER_FAILED: recoveries.on_peer_failed,
-            ReportKind.DONE: end.on_done,
-            ReportKind.ERROR: end.on_error,
-        }
-        check_covers(self.table)
-
-    def log_event(self, topic: str, msg: Any) -> None:
-        if topic != REPORT_TOPIC or not isinstance(msg, dict):
-            return
-        try:
-            report = Report.from_wire(msg)
-            payload_of(report)  # a malformed one is refused here, not in its handler
-        except UnknownMessage as e:  # never guessed at: a rank of another version?
-            logger.error("a rank's report was refused: %s", e)
-            return
-        record = self.runs.get(report.run)
-        if record is None or record.finished:
-            return
-        if report.incarnation and report.incarnation != record.incarnation:
-            return  # a late report of an earlier run of this name
-        try:
-            self.on_report(record, report)
-        except Exception:
-            logger.exception("could not handle the report %r", report)
-
-    def on_report(self, record: Record, r: Report) -> None:
-        record.highest_step = max(record.highest_step, r.step)
-        self.table[r.kind](record, r)
+Handler = Callable[[RunBook, Report, Decision], RunBook]
 
 
 def check_covers(table: dict[ReportKind, Handler]) -> None:
-    """Raise :class:`TypeError` naming each :class:`~ft_notebook.train.protocol.ReportKind` that
-    ``table`` has no handler for."""
+    """Raise :class:`TypeError` naming each :class:`~ft_notebook.train.protocol.ReportKind`
+    that ``table`` has no handler for."""
     missing = [k.value for k in ReportKind if k not in table]
     if missing:
-        raise TypeError(
-            f"no handler for the report kinds {missing}: add one for each to RunReports' table"
-        )
+        raise TypeError(f"no handler for the report kinds {missing}: add one for each to HANDLERS")
+
+
+HANDLERS: dict[ReportKind, Handler] = {
+    ReportKind.READY: _membership.on_ready,
+    ReportKind.SYNCED: _generations.on_synced,
+    ReportKind.PREPARED: _generations.on_prepared,
+    ReportKind.RESUMED: _recoveries.on_resumed,
+    ReportKind.PROGRESS: _progress_reports.on_progress,
+    ReportKind.EVAL: _progress_reports.on_eval,
+    ReportKind.CHECKPOINT: _notes.on_checkpoint,
+    ReportKind.CHECKPOINT_FAILED: _notes.on_checkpoint_failed,
+    ReportKind.NONFINITE: _notes.on_nonfinite,
+    ReportKind.ROLLBACK: _notes.on_rollback,
+    ReportKind.STATE_REPAIRED: _notes.on_state_repaired,
+    ReportKind.PEER_FAILED: _recoveries.on_peer_failed,
+    ReportKind.DONE: _end.on_done,
+    ReportKind.ERROR: _end.on_error,
+}
+check_covers(HANDLERS)
+
+
+def on_report(book: RunBook, r: Report, d: Decision) -> RunBook:
+    """A report of this run's incarnation (the plugin drops late ones of another);
+    one of a run that ended changes nothing."""
+    if book.finished or (r.incarnation and r.incarnation != book.incarnation):
+        return book
+    book = replace(book, highest_step=max(book.highest_step, r.step))
+    return HANDLERS[r.kind](book, r, d)

@@ -1,15 +1,19 @@
-"""A run's state and health, and the events that tell of them.
+"""A run's state and health, and the events that tell of them: the one writer of
+``RunBook.view``.
 
-:class:`RunStatus` is the one writer of a record's ``view``, what the run is as
-everyone sees it: it publishes on the run's topic and folds what it published (and
-the checkpoints the ranks report) with the fold every view uses. A state or
-health transition publishes one event, and one that changes nothing publishes none.
-Every other part of the coordinator is given it and publishes through it.
+Every event the coordinator decides to publish goes through :func:`publish`: it is
+folded into the book's view at once, by the fold every view uses, and handed to the
+plugin to publish (a :class:`~._actions.Publish`). A state or health transition
+publishes one event, and one that changes nothing publishes none. The view also
+folds the checkpoints the ranks report (:func:`checkpointed`).
+
+And the one writer of ``RunBook.step`` (:func:`stepped`) and of ``last_advance``
+(:func:`alive`), which the stall watch reads.
 """
 
 from __future__ import annotations
 
-import logging
+from dataclasses import replace
 from typing import Any
 
 from ft_notebook.events import (
@@ -20,86 +24,76 @@ from ft_notebook.events import (
     RunState,
     RunStateChanged,
     event_of,
-    publish,
     run_topic,
 )
-from ft_notebook.train.coordinator._link import SchedulerLink
-from ft_notebook.train.coordinator._record import Record
-
-logger = logging.getLogger("ft_notebook.train.coordinator._plugin")
+from ft_notebook.train.coordinator._actions import Decision, Publish
+from ft_notebook.train.coordinator._book import RunBook
 
 
-class RunStatus:
-    """State and health transitions, and events on a run's topic."""
-
-    def __init__(self, link: SchedulerLink) -> None:
-        self.link = link
-
-    def started(self, record: Record) -> None:
-        """Tell that ``record`` began (PENDING, HEALTHY): views start it afresh, and
-        learn which of the user's clusters it runs on."""
-        address = str(getattr(self.link.scheduler, "address", "") or "")
-        self.publish(
-            record,
-            RunStarted(
-                total_steps=record.options.total_steps,
-                cluster=_registered_name(address),
-                scheduler=address,
-                incarnation=record.incarnation,
-            ),
-        )
-
-    def set_state(self, record: Record, state: RunState, reason: str) -> None:
-        if record.state is state:
-            return
-        self.publish(record, RunStateChanged(state=state, previous=record.state, reason=reason))
-
-    def update_health(self, record: Record) -> None:
-        """Healthy with as many workers training as the run began with, else degraded."""
-        plan = record.plan
-        world = len(plan.members) if plan is not None else 0
-        if world >= record.members.target_world:
-            self.set_health(record, Health.HEALTHY, f"{world} workers")
-        else:
-            self.set_health(
-                record, Health.DEGRADED, f"{world} of {record.members.target_world} workers"
-            )
-
-    def set_health(self, record: Record, health: Health, reason: str) -> None:
-        if record.health is health:
-            return
-        self.publish(record, HealthChanged(health=health, previous=record.health, reason=reason))
-
-    def publish(self, record: Record, payload: Any) -> None:
-        """Publish ``payload`` on the run's topic and fold it into the record's view.
-        A failure to publish is logged and the event folded all the same: the run goes
-        on, and ``run.info()`` says what the coordinator decided."""
-        topic = run_topic(record.name)
-        try:
-            event = publish(
-                payload, topic, run=record.name, via=self.link.scheduler, step=record.step
-            )
-        except Exception:
-            logger.exception("could not publish %s of run %s", payload.kind, record.name)
-            event = event_of(payload, topic, run=record.name, step=record.step)
-        record.view = record.view.apply(event)
-
-    def checkpointed(self, record: Record, step: int) -> None:
-        """A rank's store committed the checkpoint of ``step`` (the rank's report). The
-        store journals its own event (``checkpoint-committed``), which the other views
-        fold; the record's view folds the same fact from the report, unjournaled: the
-        store's event never reaches the scheduler (its writer thread has no Dask
-        worker to send it through)."""
-        payload = CheckpointCommitted(checkpoint_step=step, nbytes=0)
-        record.view = record.view.apply(event_of(payload, run_topic(record.name), step=step))
+def publish(book: RunBook, payload: Any, d: Decision) -> RunBook:
+    """The book with ``payload`` folded into its view; the plugin publishes it."""
+    event = event_of(payload, run_topic(book.name), run=book.name, step=book.step, at=d.now)
+    d.do(Publish(payload, book.step))
+    return replace(book, view=book.view.apply(event))
 
 
-def _registered_name(address: str) -> str:
-    """The name of the user's registered cluster at ``address``, or ``""``."""
-    from ft_notebook.cluster import clusters
+def started(book: RunBook, cluster: str, scheduler: str, d: Decision) -> RunBook:
+    """Tell that the run began (PENDING, HEALTHY): views start it afresh, and learn
+    which of the user's clusters it runs on."""
+    payload = RunStarted(
+        total_steps=book.options.total_steps,
+        cluster=cluster,
+        scheduler=scheduler,
+        incarnation=book.incarnation,
+    )
+    return publish(book, payload, d)
 
-    try:
-        return next((c.name for c in clusters() if c.address == address), "")
-    except Exception:  # an unreadable registry costs the view this fact, not the run
-        logger.exception("could not read the cluster registry")
-        return ""
+
+def set_state(book: RunBook, state: RunState, reason: str, d: Decision) -> RunBook:
+    if book.state is state:
+        return book
+    return publish(book, RunStateChanged(state=state, previous=book.state, reason=reason), d)
+
+
+def set_health(book: RunBook, health: Health, reason: str, d: Decision) -> RunBook:
+    if book.health is health:
+        return book
+    return publish(book, HealthChanged(health=health, previous=book.health, reason=reason), d)
+
+
+def update_health(book: RunBook, d: Decision) -> RunBook:
+    """Healthy with as many workers training as the run began with, else degraded."""
+    world = len(book.plan.members) if book.plan is not None else 0
+    target = book.members.target_world
+    if world >= target:
+        return set_health(book, Health.HEALTHY, f"{world} workers", d)
+    return set_health(book, Health.DEGRADED, f"{world} of {target} workers", d)
+
+
+def checkpointed(book: RunBook, step: int, d: Decision) -> RunBook:
+    """A rank's store committed the checkpoint of ``step`` (the rank's report). The
+    store journals its own event (``checkpoint-committed``), which the other views
+    fold; the book's view folds the same fact from the report, unpublished: the
+    store's event never reaches the scheduler (its writer thread has no Dask worker
+    to send it through)."""
+    payload = CheckpointCommitted(checkpoint_step=step, nbytes=0)
+    event = event_of(payload, run_topic(book.name), step=step, at=d.now)
+    return replace(book, view=book.view.apply(event))
+
+
+def stepped(book: RunBook, step: int, d: Decision, *, at_least: bool = False) -> RunBook:
+    """Training is at ``step``: where rank 0 says it is (progress, a roll-back, the
+    end), or, ``at_least``, a step the ranks proved they reached (a generation
+    synced or resumed there, a checkpoint committed there), which never takes the
+    step back. A step moving on is training alive (:func:`alive`)."""
+    new = max(book.step, step) if at_least else step
+    if new == book.step:
+        return book
+    moved = replace(book, step=new)
+    return alive(moved, d) if new > book.step else moved
+
+
+def alive(book: RunBook, d: Decision) -> RunBook:
+    """Training was seen going on now: its step moved on, a generation began to
+    train, or a stuck member was taken out. The stall watch measures from here."""
+    return replace(book, last_advance=d.now)

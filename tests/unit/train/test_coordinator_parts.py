@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 import ft_notebook.train
-from ft_notebook.train.coordinator._plugin import RunCoordinator
-from ft_notebook.train.coordinator._reports import check_covers
+from ft_notebook.train.coordinator._reports import HANDLERS, check_covers
 from ft_notebook.train.protocol import ReportKind
 
 pytestmark = pytest.mark.unit
@@ -23,16 +22,34 @@ TRAIN = Path(ft_notebook.train.__file__).parent
 
 
 def test_every_report_kind_has_a_handler() -> None:
-    table = RunCoordinator().reports.table
-    assert set(table) == set(ReportKind)
-    assert all(callable(handler) for handler in table.values())
+    assert set(HANDLERS) == set(ReportKind)
+    assert all(callable(handler) for handler in HANDLERS.values())
 
 
 def test_a_table_without_a_kind_is_refused() -> None:
-    table = dict(RunCoordinator().reports.table)
+    table = dict(HANDLERS)
     del table[ReportKind.EVAL]
     with pytest.raises(TypeError, match=r"no handler for the report kinds \['eval'\]"):
         check_covers(table)
+
+
+def test_every_input_has_a_rule_and_every_action_is_carried_out() -> None:
+    """A new input with no rule, or a new action the plugin cannot carry out, fails
+    here rather than at the first run that meets it."""
+    import typing
+
+    from ft_notebook.train.coordinator import _carry_out, decide
+    from ft_notebook.train.coordinator._actions import Action
+    from ft_notebook.train.coordinator._inputs import Input
+
+    assert set(decide._RULES) == set(typing.get_args(Input))
+    source = Path(_carry_out.__file__).read_text()
+    missing = [
+        a.__name__
+        for a in typing.get_args(Action)
+        if f"isinstance(action, {a.__name__})" not in source
+    ]
+    assert missing == []
 
 
 #: Issue 17's bound on a module of the training package (and of the one fold).

@@ -254,24 +254,22 @@ def test_the_coordinator_refuses_a_malformed_report_and_a_late_one_of_another_ru
 ) -> None:
     """Refused at the door with the kind and field in the log; its handler never runs.
     A report of an earlier submission of the run's name is ignored."""
+    from ft_notebook.testing.books import running
     from ft_notebook.train.coordinator._plugin import RunCoordinator
-    from ft_notebook.train.coordinator._record import Record
-    from ft_notebook.train.spec import RunOptions
 
-    coordinator, record = RunCoordinator(), Record("r", b"", RunOptions())
-    coordinator.runs["r"] = record
-    malformed = _sent(PreparedData(prepared_gen=4), record.incarnation)
+    coordinator = RunCoordinator()
+    coordinator.runs["r"], _ = running(1, name="r", prepared=False)
+    incarnation = coordinator.runs["r"].incarnation
+    malformed = _sent(PreparedData(prepared_gen=4), incarnation)
     malformed["data"]["prepared_gen"] = "4"
     with caplog.at_level(logging.ERROR, logger="ft_notebook"):
-        coordinator.reports.log_event(REPORT_TOPIC, malformed)
-    assert record.gens.prepared == {}
+        coordinator.log_event(REPORT_TOPIC, malformed)
+    assert coordinator.runs["r"].gens.prepared == {}
     # one line that says why, not a handler's traceback
     assert [r.getMessage() for r in caplog.records] == [
         "a rank's report was refused: the 'prepared' report's 'prepared_gen' is '4', not int"
     ]
-    coordinator.reports.log_event(REPORT_TOPIC, _sent(PreparedData(prepared_gen=4), "earlier"))
-    assert record.gens.prepared == {}
-    coordinator.reports.log_event(
-        REPORT_TOPIC, _sent(PreparedData(prepared_gen=4), record.incarnation)
-    )
-    assert record.gens.prepared == {4: {"0"}}
+    coordinator.log_event(REPORT_TOPIC, _sent(PreparedData(prepared_gen=4), "earlier"))
+    assert coordinator.runs["r"].gens.prepared == {}
+    coordinator.log_event(REPORT_TOPIC, _sent(PreparedData(prepared_gen=4), incarnation))
+    assert coordinator.runs["r"].gens.prepared == {4: {"0"}}

@@ -16,16 +16,12 @@ import torch.distributed as dist
 from ft_notebook.exceptions import TrainingError
 from ft_notebook.testing import poll_for
 from ft_notebook.testing.training import counting_problem, regression_problem
-from ft_notebook.train.coordinator import _progress_reports as _history
-from ft_notebook.train.coordinator._plugin import RunCoordinator
-from ft_notebook.train.coordinator._record import Record
-from ft_notebook.train.coordinator._stall import stall_threshold
-from ft_notebook.train.protocol import How, Plan, Report
+from ft_notebook.train.protocol import Plan, Report
 from ft_notebook.train.rank._groups import Interrupted, PeerFailed, Waker
 from ft_notebook.train.rank._trainer import Trainer
 from ft_notebook.train.rank._verify import SLOTS, StateCheck, StateUnverified, fingerprint
 from ft_notebook.train.report_kinds import EvalData, ReportData, StateRepairedData
-from ft_notebook.train.spec import FitSpec, RunOptions, dumps_spec
+from ft_notebook.train.spec import FitSpec, dumps_spec
 
 pytestmark = pytest.mark.unit
 
@@ -201,16 +197,6 @@ def test_a_failed_collective_raises_peer_failed() -> None:
         Waker().wait(Failed(), "a sum")
 
 
-def test_the_stall_threshold_adapts_to_the_step_time() -> None:
-    record = Record("r", b"", RunOptions(stall_factor=30, stall_min_s=10, first_steps_floor_s=300))
-    assert stall_threshold(record) == 300  # the first steps: the floor
-    record.progress.step_times = [0.1] * 10
-    assert stall_threshold(record) == 10  # never under stall-min
-    record.progress.step_times = [2.0] * 10
-    assert stall_threshold(record) == 60  # 30 x the median step
-    assert stall_threshold(record) > 10 * 2.0  # a step 10x slower is no hang
-
-
 def test_spec_checks_name_the_mistake() -> None:
     problem = counting_problem()
     with pytest.raises(TrainingError, match="batch_size must be a positive int"):
@@ -223,13 +209,6 @@ def test_spec_checks_name_the_mistake() -> None:
         _spec({**problem, "loss": None}).validate()
     with pytest.raises(TrainingError, match="cannot be sent to the workers"):
         dumps_spec(_spec({**problem, "data": threading.Lock()}))
-
-
-def test_a_run_name_used_again_gets_fresh_rendezvous_prefixes() -> None:
-    first, second = Record("same", b"", RunOptions()), Record("same", b"", RunOptions())
-    plans = [Plan("same", 1, ("a",), ("h", 1), incarnation=r.incarnation) for r in (first, second)]
-    assert plans[0].prefix != plans[1].prefix  # old keys in the store are never met
-    assert plans[0].prefix.startswith("ft/same/")
 
 
 def test_a_durable_save_tells_how_long_it_held_up_training(tmp_path: Any) -> None:
@@ -385,103 +364,6 @@ def test_a_hung_final_evaluation_does_not_keep_the_run_open() -> None:
     ev.join(timeout_s=0.2)
     assert reports.seen == [EvalData(eval_step=9, eval_error="not done after 0 s")]
     stuck.set()
-
-
-def _progress(step: int, **data: Any) -> Report:
-    return Report("r", "0", "progress", 1, step, float(step), {"loss": 1.0, **data})
-
-
-def test_evaluations_land_at_their_step_and_the_history_stays_bounded() -> None:
-    record = Record("r", b"", RunOptions())
-    for step in range(1, 11):
-        _history.on_progress(record, _progress(step, samples_per_s=10.0))
-    late = Report("r", "0", "eval", 1, 10, 99.0, {"eval_step": 4, "eval": {"acc": 0.5}})
-    _history.on_eval(record, late)
-    [at4] = [p for p in record.progress.history if p["step"] == 4]
-    assert (at4["eval"], at4["eval_time"], at4["loss"]) == ({"acc": 0.5}, 99.0, 1.0)
-    limit = _history.HISTORY_MAX
-    for step in range(11, 3 * limit):
-        _history.on_progress(record, _progress(step))
-        if step % 2:  # more evaluations than the history holds
-            _history.on_eval(
-                record, Report("r", "0", "eval", 1, step, float(step), {"eval_step": step})
-            )
-    assert len(record.progress.history) <= limit
-    steps = [p["step"] for p in record.progress.history]
-    assert steps == sorted(steps)
-    progress = [p["step"] for p in record.progress.history if "eval_time" not in p]
-    assert max(progress) > 2 * limit  # the loss curve goes on
-    assert max(p["step"] for p in record.progress.history if "eval_time" in p) == 3 * limit - 1
-
-
-def test_rank_zero_saying_its_checkpoints_lag_shows_on_the_run() -> None:
-    record = Record("r", b"", RunOptions())
-    _history.on_progress(record, _progress(1, lagging=True))
-    assert record.noted.lagging
-    _history.on_progress(record, _progress(2, lagging=False))
-    assert not record.noted.lagging
-
-
-@pytest.mark.parametrize("joiner", [False, True])
-def test_collectives_failing_with_no_loss_fail_the_run_once_its_step_stands_still(
-    joiner: bool,
-) -> None:
-    """A broken interconnect: every collective fails, no worker is lost, and nothing
-    names a member that cannot meet the others, so none is evicted (a guess would take
-    healthy workers out one by one). The run forms the same members again while steps
-    advance, and fails, saying why, once its step has stood still for the stall
-    threshold, instead of re-forming for ever. With a joiner, half the failures come
-    from a rank with no state yet (step -1): they tell nothing of progress and must not
-    start the count again."""
-    import asyncio
-
-    from ft_notebook.cluster._control import ControlPlane
-    from ft_notebook.events import RunState
-
-    coordinator, record = RunCoordinator(), Record("r", b"", RunOptions(first_steps_floor_s=1.0))
-    coordinator.link.control = ControlPlane()  # not started: holds and status rows only
-    coordinator.runs["r"] = record
-    # nothing listens there: the plans sent to them fail, as for a worker going away
-    record.members.actors = {"0": "tcp://127.0.0.1:9", "1": "tcp://127.0.0.1:9"}
-
-    async def fail_a_collective(step: int) -> float:
-        """Rank 0 reports a failed collective at ``step``; when the next plan came."""
-        plan = record.plan
-        assert plan is not None
-        data = {"error": "Connection reset by peer", "plan": plan.gen}
-        report = Report("r", "0", "peer-failed", plan.gen, step, 0.0, data)
-        coordinator.reports.on_report(record, report)
-        deadline = time.monotonic() + 10
-        while record.plan is plan and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        assert record.plan is not plan, "no new plan after a failed collective"
-        return time.monotonic()
-
-    async def scenario() -> tuple[float, float, int]:
-        coordinator.status.set_state(record, RunState.RUNNING, "2 workers")
-        coordinator.plans.new_plan(record, ["0", "1"], How.FORM)
-        for step in range(1, 6):  # steps advance between the failures: it goes on
-            _history.on_progress(record, _progress(step))
-            first_at_5 = await fail_a_collective(step)
-            assert not record.finished
-            assert record.plan.members == ("0", "1")
-        ended, more = first_at_5, 0
-        while not record.finished and ended - first_at_5 < 10:
-            at = -1 if joiner and more % 2 == 0 else 5
-            ended, more = await fail_a_collective(at), more + 1
-        return first_at_5, ended, more
-
-    first_at_5, ended, more = asyncio.run(scenario())
-    assert ended - first_at_5 >= 0.95  # the threshold (1 s) from the first re-form at step 5
-    assert more >= 2  # and three failures at the step at least
-    assert record.state is RunState.FAILED
-    assert f"failed {more + 1} times in a row at step 5" in record.reason
-    assert "Connection reset by peer" in record.reason
-    assert "no member could be evicted" in record.reason
-    assert "resume=True" in record.reason
-    assert record.members.evicted == {}
-    assert record.plan is not None
-    assert record.plan.stop == "failed"
 
 
 def test_a_checkpoint_from_before_the_data_settings_were_saved_is_checked_by_its_cursor(
@@ -710,28 +592,3 @@ def test_the_full_fingerprint_has_one_length_whatever_the_state_holds() -> None:
     a, b = fingerprint(fresh), fingerprint(stepped)
     assert a.shape == b.shape == (SLOTS + 1,)
     assert not torch.equal(a, b)
-
-
-def test_the_suspects_of_the_steps_after_the_last_progress_report_count_too() -> None:
-    """Rank 0 tells a robust aggregator's suspects with each progress report (4 a
-    second) and, for the steps after the last one, with ``done``: a run's totals must
-    not depend on where its last progress report fell (the robust run's test lost up
-    to a third of its steps that way under load)."""
-    from ft_notebook.cluster._control import ControlPlane
-
-    coordinator, record = RunCoordinator(), Record("r", b"", RunOptions())
-    coordinator.link.control = ControlPlane()  # not started: holds and status rows only
-    coordinator.runs["r"] = record
-    done = Report("r", "0", "done", 1, 72, 1.0, {"suspects": {"3": 30}, "mean_steps": 1})
-
-    async def scenario() -> None:  # the end sends its stop plan on the loop
-        coordinator.reports.on_report(record, _progress(40, suspects={"3": 38}, mean_steps=2))
-        coordinator.reports.on_report(record, done)
-
-    import asyncio
-
-    asyncio.run(scenario())
-    info = record.info()
-    assert info["state"] == "COMPLETED"
-    assert info["suspects"] == {"3": 68}
-    assert info["mean_steps"] == 3

@@ -77,7 +77,7 @@ def test_every_view_says_what_the_run_is_after_any_sequence(
     isolated_data_dir: Path, ops: list[str]
 ) -> None:
     async def scenario() -> None:
-        drive = Drive(f"t-{uuid.uuid4().hex[:10]}")
+        drive = await Drive.started(f"t-{uuid.uuid4().hex[:10]}")
         _agree(drive)
         for op in ops:
             await drive.do(op)
