@@ -123,6 +123,12 @@ class RunStarted(EventPayload):
     #: address), whose end no view can see.
     cluster: str = ""
     scheduler: str = ""
+    #: The scheduler's process: its host, pid and start time (``psutil``'s
+    #: ``create_time``), so a view on that host can tell the process is gone even when
+    #: the cluster is in no registry (``cluster="local"`` dies with its kernel).
+    host: str = ""
+    pid: int = 0
+    pid_started: float = 0.0
     #: Which run of that name this is (``run.info()["incarnation"]``): a kernel that
     #: follows it reads nothing of an earlier run of the name.
     incarnation: str = ""

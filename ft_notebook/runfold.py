@@ -114,6 +114,11 @@ class RunView(_Folded):
     #: address (``""``: not a registered cluster, or a journal from before).
     cluster: str = ""
     scheduler: str = ""
+    #: From ``run-started``: the scheduler's process (host, pid, start time; ``""``,
+    #: 0 and 0.0 when not told).
+    host: str = ""
+    pid: int = 0
+    pid_started: float = 0.0
     #: Topic -> the newest sequence number folded; never mutated (a new dict each time).
     seen: Mapping[str, int] = field(default_factory=dict)
     #: Time of the newest event folded.
@@ -148,6 +153,9 @@ def _run_started(view: RunView, p: RunStarted, e: Event) -> RunView:
         total_steps=p.total_steps,
         cluster=p.cluster,
         scheduler=p.scheduler,
+        host=p.host,
+        pid=p.pid,
+        pid_started=p.pid_started,
         seen=view.seen,
         updated=view.updated,
     )

@@ -11,10 +11,13 @@ where the last read ended.
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from ft_notebook._journal import Journal
 from ft_notebook.events import TOPIC_PREFIX, Event, run_topic
@@ -43,7 +46,8 @@ class RunFold:
         v = self.view
         unfinished = v.state is not None and not v.state.finished
         # a cluster of the same name started since is another cluster: its address differs
-        gone = unfinished and bool(v.cluster) and running.get(v.cluster) != v.scheduler
+        unregistered = bool(v.cluster) and running.get(v.cluster) != v.scheduler
+        gone = unfinished and (unregistered or _process_gone(v.host, v.pid, v.pid_started))
         return RunModel(
             self.name,
             self.topic,
@@ -61,6 +65,21 @@ class RunFold:
             cluster=v.cluster,
             cluster_gone=gone,
         )
+
+
+def _process_gone(host: str, pid: int, started: float) -> bool:
+    """Whether the scheduler process a run told of is gone: only knowable on its own
+    host (a pid elsewhere says nothing here); a pid reused by another process has
+    another start time."""
+    if not pid or host != socket.gethostname():
+        return False
+    try:
+        process = psutil.Process(pid)
+        return process.status() == psutil.STATUS_ZOMBIE or abs(process.create_time() - started) > 1
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:  # another user's process, say: it exists
+        return False
 
 
 class RunJournals:

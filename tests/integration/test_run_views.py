@@ -14,6 +14,7 @@ from ft_notebook.events import Health, RunState
 from ft_notebook.server._manager import ResilienceManager
 from ft_notebook.server._models import RunModel
 from ft_notebook.testing import poll_for, private_cluster
+from ft_notebook.testing._kernel import KernelSession
 from ft_notebook.testing.training import counting_problem
 from ft_notebook.train import fit
 
@@ -72,3 +73,35 @@ def test_a_run_whose_cluster_was_killed_is_shown_as_gone(tmp_path: Path, unique_
         gone = _panel(unique_name)
         assert gone.state is RunState.RUNNING  # its last word, marked as no longer true
         assert gone.cluster_gone
+
+
+def test_a_run_on_a_cluster_inside_a_killed_kernel_is_shown_as_gone(
+    tmp_path: Path, unique_name: str
+) -> None:
+    """A Dask cluster of the notebook's own (``LocalCluster`` in the kernel, in no
+    registry) dies with its kernel: killed by the OOM killer, the run's last word in its
+    journal was RUNNING, and the panel kept showing it so. The run told which process
+    its scheduler lives in; the panel sees that process gone."""
+    session = KernelSession(log_path=tmp_path / "kernel.log", cwd=tmp_path).start()
+    try:
+        session.execute(
+            "from distributed import Client, LocalCluster\n"
+            "from ft_notebook.testing.training import counting_problem\n"
+            "from ft_notebook.train import fit\n"
+            "client = Client(LocalCluster(n_workers=1, threads_per_worker=1, processes=True))\n"
+            f"run = fit(epochs=1000, cluster=client, name={unique_name!r}, "
+            f"store={str(tmp_path / 'store')!r}, checkpoint_every=2, wait=False, "
+            "**counting_problem(delay_s=0.05))\n",
+            timeout=120,
+        ).check()
+        poll_for(
+            lambda: _panel(unique_name).checkpoint_step is not None, timeout=90, what="a checkpoint"
+        )
+        alive = _panel(unique_name)
+        assert (alive.state, alive.cluster, alive.cluster_gone) == (RunState.RUNNING, "", False)
+        session.kill()
+        gone = _panel(unique_name)
+        assert gone.state is RunState.RUNNING  # its last word, marked as no longer true
+        assert gone.cluster_gone
+    finally:
+        session.shutdown()

@@ -70,9 +70,13 @@ def on_warmup_over(book: RunBook, d: Decision) -> RunBook:
 
 
 def _form_first_if_warm(book: RunBook, d: Decision) -> RunBook:
+    """Form the first generation once every actor is warm and there are enough of
+    them; with fewer than ``min_workers``, workers that join during the warm-up may
+    still come (a cluster just started registers its workers one by one)."""
     if book.finished or book.plan is not None:
         return book
-    if book.members.ready.keys() >= set(book.members.actors):
+    actors = book.members.actors
+    if book.members.ready.keys() >= set(actors) and len(actors) >= book.options.min_workers:
         return _form_first(book, d)
     return book
 
@@ -83,7 +87,13 @@ def _form_first(book: RunBook, d: Decision) -> RunBook:
     if len(ready) < max(1, minimum):
         why = f"{len(ready)} worker(s) finished warming up in time, min_workers={minimum}"
         return _end.finish(book, RunState.FAILED, why, d)
-    book = _status.set_state(book, RunState.RUNNING, f"{len(ready)} workers", d)
+    # the workers it begins with, those that joined during the warm-up too: not joiners
+    members = replace(
+        book.members, target_world=len(ready), arrivals=without(book.members.arrivals, *ready)
+    )
+    book = _status.set_state(
+        replace(book, members=members), RunState.RUNNING, f"{len(ready)} workers", d
+    )
     return _generations.new_plan(book, ready, How.FORM, d)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -156,6 +157,7 @@ class RunCoordinator(SchedulerPlugin):
             time.time(),
             cluster=_registered_name(address),
             scheduler=address,
+            process=_this_process(),
         )
         self.runs[name] = book
         self._carry_out(book, actions)
@@ -192,6 +194,14 @@ _ACTIONS: dict[RunAction, Callable[..., Any]] = {
     RunAction.CANCEL: RunCoordinator.cancel,
     RunAction.NAMES: RunCoordinator.names,
 }
+
+
+def _this_process() -> tuple[str, int, float]:
+    """The scheduler's process, as a view on its host can check it is still there."""
+    import psutil
+
+    me = psutil.Process()
+    return socket.gethostname(), me.pid, me.create_time()
 
 
 def _registered_name(address: str) -> str:

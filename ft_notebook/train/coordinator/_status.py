@@ -37,13 +37,19 @@ def publish(book: RunBook, payload: Any, d: Decision) -> RunBook:
     return replace(book, view=book.view.apply(event))
 
 
-def started(book: RunBook, cluster: str, scheduler: str, d: Decision) -> RunBook:
+def started(
+    book: RunBook, cluster: str, scheduler: str, process: tuple[str, int, float], d: Decision
+) -> RunBook:
     """Tell that the run began (PENDING, HEALTHY): views start it afresh, and learn
-    which of the user's clusters it runs on."""
+    which of the user's clusters it runs on, and in which process (host, pid, start)."""
+    host, pid, pid_started = process
     payload = RunStarted(
         total_steps=book.options.total_steps,
         cluster=cluster,
         scheduler=scheduler,
+        host=host,
+        pid=pid,
+        pid_started=pid_started,
         incarnation=book.incarnation,
     )
     return publish(book, payload, d)

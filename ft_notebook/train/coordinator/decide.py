@@ -75,6 +75,7 @@ def start(
     *,
     cluster: str = "",
     scheduler: str = "",
+    process: tuple[str, int, float] = ("", 0, 0.0),
     incarnation: str | None = None,
 ) -> tuple[RunBook, tuple[Action, ...]]:
     """A new run (PENDING, HEALTHY): told to every view, holding its cluster, launching."""
@@ -87,7 +88,7 @@ def start(
         started_at=now,
         last_advance=now,
     )
-    book = _status.started(book, cluster, scheduler, d)
+    book = _status.started(book, cluster, scheduler, process, d)
     d.do(Hold())
     d.do(Launch())
     return book, tuple(d.actions)

@@ -126,9 +126,25 @@ def test_a_run_event_of_another_version_is_skipped_not_fatal(isolated_data_dir: 
     assert (run.state, run.last_seq, run.recoveries) == (RunState.RUNNING, 2, ())
 
 
-def _a_run_on(cluster: str, address: str, run: str, *, end: RunState | None = None) -> None:
+def _a_run_on(
+    cluster: str,
+    address: str,
+    run: str,
+    *,
+    end: RunState | None = None,
+    process: tuple[str, int, float] = ("", 0, 0.0),
+) -> None:
     topic = run_topic(run)
-    publish(RunStarted(total_steps=50, cluster=cluster, scheduler=address), topic)
+    host, pid, started = process
+    payload = RunStarted(
+        total_steps=50,
+        cluster=cluster,
+        scheduler=address,
+        host=host,
+        pid=pid,
+        pid_started=started,
+    )
+    publish(payload, topic)
     publish(RunStateChanged(RunState.RUNNING, RunState.PENDING), topic)
     publish(CheckpointCommitted(checkpoint_step=20, nbytes=10), topic)
     if end is not None:
@@ -154,6 +170,34 @@ def test_a_run_whose_cluster_is_gone_says_so(
     assert runs["on-gone"].state is RunState.RUNNING  # the last word stays, marked
     assert runs["on-gone"].to_json()["cluster"] == "gone"
     assert runs["on-gone"].to_json()["cluster_gone"] is True
+
+
+def test_a_run_whose_unregistered_cluster_died_with_its_process_is_shown_gone(
+    isolated_data_dir: Path,
+) -> None:
+    """Issue 33: a run on ``cluster="local"`` (a cluster in the kernel's process, in no
+    registry) whose kernel was killed stayed RUNNING in the panel for ever. The run
+    tells its scheduler's process; a view on that host sees the process gone. A pid
+    now held by another process (another start time) is gone too; one on another host
+    says nothing here."""
+    import socket
+    import subprocess
+    import sys
+
+    import psutil
+
+    here = socket.gethostname()
+    me = psutil.Process()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_started = psutil.Process(dead.pid).create_time()
+    dead.wait(timeout=60)  # exited and reaped: its pid names no process
+    _a_run_on("", "tcp://127.0.0.1:1", "kernel-killed", process=(here, dead.pid, dead_started))
+    _a_run_on("", "tcp://127.0.0.1:2", "kernel-alive", process=(here, me.pid, me.create_time()))
+    _a_run_on("", "tcp://127.0.0.1:3", "pid-reused", process=(here, me.pid, 1.0))
+    _a_run_on("", "tcp://10.0.0.1:4", "elsewhere", process=("another-host", dead.pid, 1.0))
+    _a_run_on("", "tcp://127.0.0.1:5", "no-process-told")
+    gone = {r.name for r in ResilienceManager().runs() if r.cluster_gone}
+    assert gone == {"kernel-killed", "pid-reused"}
 
 
 def test_runs_skip_journal_files_with_unsafe_names(isolated_data_dir: Path) -> None:

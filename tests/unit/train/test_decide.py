@@ -442,6 +442,22 @@ def test_the_first_generation_forms_when_every_actor_is_warm() -> None:
     assert [a.name for a in actions if isinstance(a, SendPlan)] == ["cpu0", "cpu1"]
 
 
+def test_too_few_warm_wait_for_workers_that_join_during_the_warm_up() -> None:
+    """A cluster just started registers its workers one by one: the run saw 2 of the 3
+    that ``min_workers=3`` needs and failed at once (the README's robust example, 1 run
+    in 4). It waits for the third until the warm-up is over."""
+    book = _launched(2, min_workers=3)
+    for worker in ("cpu0", "cpu1"):
+        book, _ = decide(book, report(book, ReadyData(), worker))
+    assert (book.state, book.plan) == (RunState.PENDING, None)
+    book, actions = decide(book, WorkerNews(T0 + 2, "joined", "cpu2", ADDR["cpu2"]))
+    assert [a.name for a in actions if isinstance(a, StartActor)] == ["cpu2"]
+    book, _ = decide(book, report(book, ReadyData(), "cpu2", now=T0 + 3))
+    assert book.training == ("cpu0", "cpu1", "cpu2")
+    assert book.state is RunState.RUNNING
+    assert (book.members.target_world, dict(book.members.arrivals)) == (3, {})
+
+
 def test_an_actor_that_could_not_start_leaves_the_warm_up_to_the_others() -> None:
     book = _launched(2)
     book, _ = decide(book, report(book, ReadyData(), "cpu0"))
