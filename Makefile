@@ -75,7 +75,15 @@ test: labextension chromium $(MANAGERS)/.installed
 demo: install
 	$(PY) demos/train_with_failure.py
 
-lab: labextension
+# JupyterLab's front end asks "Would you like to get notified about official Jupyter
+# news?" whatever --LabApp.news_url says: it reads only the fetchNews setting. Say no in
+# this venv's settings overrides (your own settings still win).
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+$(LAB_OVERRIDES): | $(PY)
+	mkdir -p $(dir $@)
+	echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}' > $@
+
+lab: labextension $(LAB_OVERRIDES)
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) --notebook-dir=demos --LabApp.news_url=None
 
 bench: install

@@ -27,6 +27,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     events.add_argument("--since", type=int, default=0, help="only events after this seq")
     _add_cluster_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "cluster" and args.action != "list":
+        args.name = _cluster_name(parser, args)
     try:
         return _COMMANDS[args.command](args)
     except FTError as e:
@@ -62,10 +64,21 @@ def _add_cluster_parser(sub: Any) -> None:
     status = actions.add_parser("status", help="its workers and their health")
     actions.add_parser("list", help="your running clusters")
     for p in (up, down, status):
-        p.add_argument("--name", default="default", help="cluster name (default: default)")
+        # `ft-notebook cluster down demo-training` is what people type; --name stays
+        p.add_argument("name", nargs="?", help="cluster name (default: default)")
+        p.add_argument("--name", dest="name_option", metavar="NAME", help="the same")
     up.add_argument("--workers", type=int, help="CPU workers (default: fits the cores)")
     up.add_argument("--gpus", help="'auto', 'none', 'all' or GPU indices/UUIDs, e.g. 0,2")
     up.add_argument("--idle-timeout", help="shut down after this long unused, e.g. 30m")
+
+
+def _cluster_name(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    if args.name and args.name_option and args.name != args.name_option:
+        parser.error(
+            f"cluster {args.action}: two names, {args.name!r} and --name "
+            f"{args.name_option!r}; give one (`ft-notebook cluster {args.action} NAME`)"
+        )
+    return str(args.name or args.name_option or "default")
 
 
 def _cluster(args: argparse.Namespace) -> int:

@@ -166,8 +166,12 @@ _ENVELOPE_FIELDS = ("seq", "topic", "kind", "time", "run", "worker", "generation
 _REQUIRED = ("seq", "topic", "kind", "time", "data")
 
 
+#: The kind of an event published as a plain mapping (``publish({"hello": 1}, topic)``).
+PLAIN_KIND = "published"
+
+
 def publish(
-    payload: EventPayload,
+    payload: EventPayload | Mapping[str, Any],
     topic: str,
     *,
     run: str | None = None,
@@ -177,6 +181,9 @@ def publish(
     via: Any = None,
 ) -> Event:
     """Journal ``payload`` under ``topic`` and deliver it live; return the event.
+
+    ``payload`` is one of the typed payloads (:class:`WorkerLost`, ...) or, for your
+    own events, a mapping of JSON values, which travels as kind ``"published"``.
 
     ``via`` is a Dask ``Client``, ``Scheduler`` or ``Worker`` to send through; by
     default (config ``events.transport: auto``) the worker or default client of this
@@ -193,7 +200,7 @@ def publish(
 
 
 def event_of(
-    payload: EventPayload,
+    payload: EventPayload | Mapping[str, Any],
     topic: str,
     *,
     seq: int = 0,
@@ -206,17 +213,30 @@ def event_of(
     """``payload`` in its envelope, stamped ``at`` (default: now); ``seq`` 0 is an
     event no journal numbered (one that could not be published, or one a pure
     decision folds before it is published)."""
+    kind, data = _kind_and_data(payload, topic)
     return Event(
         topic=topic,
-        kind=payload.kind,
+        kind=kind,
         seq=seq,
         time=time.time() if at is None else at,
         run=run,
         worker=worker,
         generation=generation,
         step=step,
-        data=data_of(payload),
+        data=data,
     )
+
+
+def _kind_and_data(payload: object, topic: str) -> tuple[str, dict[str, Any]]:
+    if isinstance(payload, EventPayload):
+        return payload.kind, data_of(payload)
+    if not isinstance(payload, Mapping):
+        raise EventError(
+            f"publish() takes a typed payload (WorkerLost(...), ...) or a dict of JSON "
+            f"values, got {type(payload).__name__} {payload!r:.80} for topic {topic!r}."
+        )
+    # the journal refuses values JSON cannot carry, before anything is written
+    return PLAIN_KIND, dict(payload)
 
 
 def subscribe(

@@ -124,13 +124,20 @@ class CheckpointPlan:
 
 
 def plan(
-    mtbf: float,
-    cost: float,
-    restart: float = 0.0,
-    rpo: float | None = None,
-    rto: float | None = None,
+    mtbf: float | str,
+    cost: float | str,
+    restart: float | str = 0.0,
+    rpo: float | str | None = None,
+    rto: float | str | None = None,
 ) -> CheckpointPlan:
-    """The checkpoint interval for failures every ``mtbf`` s and saves of ``cost`` s."""
+    """The checkpoint interval for failures every ``mtbf`` and saves costing ``cost``.
+
+    Each duration is seconds or a string with its unit, as ``%ft plan`` takes them:
+    ``plan("6h", "5m", "10m", rpo="30m")`` is ``plan(21600, 300, 600, rpo=1800)``.
+    """
+    mtbf, cost, restart = _seconds(mtbf), _seconds(cost), _seconds(restart)
+    rpo = None if rpo is None else _seconds(rpo)
+    rto = None if rto is None else _seconds(rto)
     for name, value in (("mtbf", mtbf), ("cost", cost)):
         if not value > 0 or not math.isfinite(value):
             raise PlanError(f"{name} must be a positive number of seconds, got {value!r}.")
@@ -202,6 +209,10 @@ def parse_duration(text: str) -> float:
             f"{text!r} is not a duration; write a number and a unit: 250ms, 2s, 10m, 6h, 1d."
         )
     return float(found.group(1)) * _UNITS[found.group(2) or "s"]
+
+
+def _seconds(value: float | str) -> float:
+    return parse_duration(value) if isinstance(value, str) else float(value)
 
 
 def human_duration(seconds: float) -> str:

@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import warnings
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,12 @@ if TYPE_CHECKING:
     from distributed.security import Security
 
     from ft_notebook.cluster._registry import ClusterInfo, Registry
+
+
+#: Every Client this process made to a cluster, so that :func:`down` can close them
+#: first: a client left open tries to reconnect for 15 s, then logs an ERROR under
+#: whatever cell ran last (issue 38).
+_CLIENTS: weakref.WeakSet[Client] = weakref.WeakSet()
 
 
 def _registry() -> Registry:
@@ -86,12 +93,13 @@ def cluster(
                 from ft_notebook.cluster._launch import start_cluster
 
                 info = start_cluster(registry, request)
-            elif workers is not None or gpus is not None or port is not None:
+            elif differences := _differences(info, workers=workers, gpus=gpus, port=port):
+                # a cluster left running that already is what was asked (a notebook
+                # run again) is simply used; only a real difference is worth a word
                 warnings.warn(
-                    f"Cluster {name!r} is already running ({len(info.workers)} workers, "
-                    f"GPUs {list(info.gpus)}), so workers=, gpus= and port= were not "
-                    f"used. Stop it with ft_notebook.cluster.down({name!r}) to start "
-                    f"it anew with them.",
+                    f"Cluster {name!r} is already running, so {'; '.join(differences)}. "
+                    f"Stop it with ft_notebook.cluster.down({name!r}) to start it anew "
+                    f"with them.",
                     RuntimeWarning,
                     stacklevel=2,
                 )
@@ -102,6 +110,23 @@ def cluster(
                     raise
         # it shut down (idle) between the registry read and the connect: start anew
     raise AssertionError("unreachable")
+
+
+def _differences(
+    info: ClusterInfo, *, workers: int | None, gpus: Any, port: int | None
+) -> list[str]:
+    """What a running cluster lacks of ``workers=``, ``gpus=`` and ``port=``, in words."""
+    found = []
+    wanted_gpus = None if gpus is None else _gpus_argument(gpus)
+    if workers is not None and not info.gpus and len(info.workers) != workers:
+        found.append(f"workers={workers} was not used (it has {len(info.workers)})")
+    if wanted_gpus == "none" and info.gpus:
+        found.append(f"gpus='none' was not used (it has GPUs {list(info.gpus)})")
+    elif isinstance(wanted_gpus, tuple) and len(wanted_gpus) != len(info.gpus):
+        found.append(f"gpus={gpus!r} was not used (it has GPUs {list(info.gpus)})")
+    if port is not None and not info.address.endswith(f":{port}"):
+        found.append(f"port={port} was not used (it listens at {info.address})")
+    return found
 
 
 def _gpus_argument(gpus: Any) -> str | tuple[str, ...]:
@@ -172,7 +197,7 @@ def connect(info: ClusterInfo, *, set_as_default: bool = True) -> Client:
             f"start it again."
         )
     try:
-        return Client(
+        client = Client(
             info.address,
             security=cluster_security(info.certs),
             timeout=timeout,
@@ -186,6 +211,8 @@ def connect(info: ClusterInfo, *, set_as_default: bool = True) -> Client:
             f"overloaded: see its log {info.log}, or stop it with "
             f"`ft-notebook cluster down {info.name}` and start it again."
         ) from e
+    _CLIENTS.add(client)
+    return client
 
 
 def attach(target: Any, *, security: Security | None = None, set_as_default: bool = True) -> Client:
@@ -317,6 +344,7 @@ def down(name: str = "default", *, timeout: float = 30.0) -> bool:
         info = registry.get(name)
         if info is None:
             return False
+        _close_clients_of(info.address)
         try:
             family = [psutil.Process(info.pid), *psutil.Process(info.pid).children(True)]
         except psutil.NoSuchProcess:
@@ -332,6 +360,17 @@ def down(name: str = "default", *, timeout: float = 30.0) -> bool:
         psutil.wait_procs(family, timeout=10)
         registry.remove(name, pid=info.pid)
         return True
+
+
+def _close_clients_of(address: str) -> None:
+    """Close this process's clients of the cluster at ``address`` before it stops."""
+    from distributed.client import _global_clients
+
+    for client in {*_CLIENTS, *_global_clients.values()}:
+        with contextlib.suppress(Exception):  # one already closing is fine
+            scheduler = client.scheduler
+            if client.status != "closed" and scheduler is not None and scheduler.address == address:
+                client.close(timeout=5)
 
 
 def hold(client: Client, key: str) -> list[str]:

@@ -22,6 +22,7 @@ import fcntl
 import json
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -128,15 +129,25 @@ class Registry:
         try:
             private_dir(data_dir)
             private_dir(folder)
-            probe = folder / f".probe-{os.getpid()}"
-            probe.touch()
-            probe.unlink()
-        except (FTError, OSError) as e:
+        except FTError as e:  # its message names the owner or mode, and the fix
             raise ClusterError(
-                f"The cluster registry folder {folder} cannot be used: {e}. Clusters "
-                f"keep their certificates and registry there, so it must be a folder "
-                f"you own, can write, and no one else can write (mode 0700). Fix its "
-                f"owner or mode, or point ft-notebook.data-dir at another folder."
+                f"The cluster registry folder {folder} cannot be used: {e} Clusters "
+                f"keep their certificates there, so it must be yours and no one "
+                f"else's (mode 0700); or point ft-notebook.data-dir at another folder."
+            ) from e
+        try:
+            # A probe of its own per call: the Jupyter server opens the registry
+            # from many threads at once, and a name shared by the process (its pid)
+            # let one thread delete another's probe (issue 38).
+            fd, probe = tempfile.mkstemp(prefix=".probe-", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            raise ClusterError(
+                f"The cluster registry folder {folder} cannot be used: it is yours and "
+                f"private, but a file cannot be created in it ({e}). Free space on its "
+                f"file system, give yourself write permission (`chmod u+w {folder}`; "
+                f"a read-only mount?), or point ft-notebook.data-dir at another folder."
             ) from e
         return cls(folder)
 

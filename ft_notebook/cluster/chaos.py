@@ -76,6 +76,8 @@ def _signal(
 
     target = choose(client.run_on_scheduler(scheduler_workers), worker, rng)
     address = target["address"]
+    if sig != signal.SIGCONT:
+        _note_drill(client, str(target["name"]), address, sig)
     if target["nanny"]:
         try:
             result = client.run(signal_worker_process, int(sig), workers=[address], nanny=True)
@@ -95,6 +97,21 @@ def _signal(
             f"host, so its process cannot be signalled from here."
         )
     return ChaosAction(signal=sig.name, worker=target["name"], address=address, pid=pid)
+
+
+def _note_drill(client: Any, name: str, address: str, sig: signal.Signals) -> None:
+    """Journal the drill before its signal, so that what it causes is known as a
+    drill: the MTBF a run plans with counts no rehearsal (train.kernel._mtbf)."""
+    from ft_notebook.events import cluster_topic, publish
+    from ft_notebook.exceptions import FTError
+
+    with contextlib.suppress(FTError, OSError):  # a drill goes on without its note
+        publish(
+            {"drill": sig.name, "name": name, "address": address},
+            cluster_topic(),
+            worker=name,
+            via=client,
+        )
 
 
 def _local_hosts() -> set[str]:

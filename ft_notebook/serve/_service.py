@@ -8,6 +8,7 @@ it again from any kernel, and ``services()`` lists them.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -94,7 +95,14 @@ def serve(
     )
     svc = Service(client, name, settings, fallback, int(table["wanted"]))
     if wait:
-        svc.wait_ready()
+        try:
+            svc._wait_ready(None, None, closing=True)
+        except BaseException:
+            # the caller gets no handle to close a service that did not come up, and
+            # its name would stay taken (issue 38)
+            with contextlib.suppress(Exception):
+                svc.close()
+            raise
     return svc
 
 
@@ -202,6 +210,10 @@ class Service:
         ``timeout`` None: the service's ``warmup_timeout_s`` (``serve``'s option, else
         ``ft-notebook.serve.warmup-timeout``), as long as a replica may take to warm up.
         """
+        return self._wait_ready(replicas, timeout, closing=False)
+
+    def _wait_ready(self, replicas: int | None, timeout: float | None, *, closing: bool) -> Service:
+        closed = " serve() closed it again, so its name is free." if closing else ""
         if timeout is None:
             timeout = float(self.settings.warmup_timeout_s)
         deadline = time.monotonic() + timeout
@@ -218,12 +230,13 @@ class Service:
                 first = next(iter(failed.items()))
                 raise ServeError(
                     f"The model of service {self.name!r} could not be built on any worker "
-                    f"({len(failed)} tried). On worker {first[0]}: {first[1]}"
+                    f"({len(failed)} tried).{closed} On worker {first[0]}: {first[1]}"
                 )
             if time.monotonic() > deadline:
                 raise ServeError(
                     f"Service {self.name!r} has {len(ready)} of {want} replicas ready after "
-                    f"{timeout:g} s: {table['reason']}. It goes on trying; svc.status() shows why."
+                    f"{timeout:g} s: {table['reason']}."
+                    + (closed or " It goes on trying; svc.status() shows why.")
                 )
             self.client.sync(self.router.rotation.refresh)
             time.sleep(0.02)  # waiting on remote warm-up; the table says when it is done

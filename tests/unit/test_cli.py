@@ -37,3 +37,23 @@ def test_console_script_is_installed() -> None:
     exe = f"{sys.prefix}/bin/ft-notebook"
     out = subprocess.run([exe, "version"], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == __version__
+
+
+@pytest.mark.parametrize(
+    "argv", [["cluster", "down", "demo-training"], ["cluster", "down", "--name", "demo-training"]]
+)
+def test_cluster_down_takes_the_name_as_typed_or_as_an_option(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ft-notebook cluster down demo-training` was rejected: only --name (issue 38)."""
+    assert main(argv) == 0
+    assert capsys.readouterr().out == "cluster 'demo-training' was not running\n"
+
+
+def test_two_different_cluster_names_are_refused_with_the_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["cluster", "down", "a", "--name", "b"])
+    assert stop.value.code == 2
+    assert "two names, 'a' and --name 'b'" in capsys.readouterr().err

@@ -194,3 +194,23 @@ def test_processes_share_one_gap_free_numbering(unique_name: str, ft_data_dir: P
         p.join(timeout=60)
     assert [p.exitcode for p in procs] == [0, 0, 0]
     assert [e.seq for e in history(topic)] == list(range(1, 601))
+
+
+def test_a_plain_dict_is_published_as_your_own_event(unique_name: str) -> None:
+    """`events.publish({'hello': 1}, topic)` raised (issue 38): a dict of JSON values
+    is journalled as kind "published" and read back as it was."""
+    topic = run_topic(unique_name)
+    sent = publish({"hello": 1, "tags": ["a"]}, topic, step=7)
+    assert (sent.kind, dict(sent.data), sent.step) == ("published", {"hello": 1, "tags": ["a"]}, 7)
+    [read] = history(topic)
+    assert (read.seq, read.kind, dict(read.data)) == (
+        sent.seq,
+        "published",
+        {"hello": 1, "tags": ["a"]},
+    )
+    assert read.payload() is None
+    with pytest.raises(EventError, match="JSON cannot carry"):
+        publish({"model": object()}, topic)
+    with pytest.raises(EventError, match=r"a typed payload .* or a dict of JSON values, got str"):
+        publish("hello", topic)  # type: ignore[arg-type]
+    assert len(history(topic)) == 1

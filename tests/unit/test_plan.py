@@ -135,3 +135,13 @@ def test_impossible_inputs_are_refused() -> None:
         plan(3600.0, -1.0)
     with pytest.raises(PlanError, match="rpo must be zero or more"):
         plan(3600.0, 1.0, rpo=-5.0)
+
+
+def test_durations_with_their_units_are_taken_as_the_magic_takes_them() -> None:
+    """`plan.plan('6h', ...)` raised: it took seconds only (issue 38)."""
+    assert plan("6h", "5m", "10m", rpo="30m", rto="90s") == plan(
+        21600.0, 300.0, 600.0, rpo=1800.0, rto=90.0
+    )
+    assert plan("6h", 300).interval == pytest.approx(plan(21600, 300.0).interval)
+    with pytest.raises(PlanError, match="'6 hours' is not a duration"):
+        plan("6 hours", "5m")

@@ -182,3 +182,21 @@ def test_names_are_checked_before_they_become_paths(registry: Registry) -> None:
     with pytest.raises(UnsafeName):
         registry.entry_path("../escape")
     assert replace(_info("ok"), name="ok").name == "ok"
+
+
+def test_a_thousand_parallel_opens_from_threads_all_succeed(tmp_path: Path) -> None:
+    """The Jupyter server opens the registry from many threads of one process at once;
+    a writability probe shared by the process made a third of them fail (issue 38)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def open_registry(_: int) -> str | None:
+        try:
+            Registry.at(tmp_path)
+        except ClusterError as e:
+            return str(e)
+        return None
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        errors = [e for e in pool.map(open_registry, range(1200)) if e is not None]
+    assert errors == [], f"{len(errors)} of 1200 failed, the first: {errors[0]}"
+    assert [p.name for p in (tmp_path / "clusters").iterdir()] == []  # no probe left

@@ -87,3 +87,28 @@ def test_fit_s_mtbf_reads_the_real_journal_and_the_setting_turns_it_off(
     finally:
         reload_config()
     assert from_journal() is True
+
+
+def _drill(name: str, at: float) -> Event:
+    return Event(
+        topic=cluster_topic(), kind="published", time=at, data={"drill": "SIGKILL", "name": name}
+    )
+
+
+def test_failures_a_drill_caused_are_not_planned_with() -> None:
+    """Three demos' drills made demo 04 plan with an MTBF of 114 s and checkpoint
+    every 375 ms (issue 38): a rehearsal says nothing of how often machines fail."""
+    now = 10 * HOUR
+    drills = []
+    for i, at in enumerate((now - 300, now - 200, now - 100)):
+        drills += [_drill(f"cpu{i}", at), _event("worker-lost", f"cpu{i}", at + 0.1)]
+        drills += [_event("worker-joined", f"cpu{i}", at + 3)]
+    drills += [_drill("cpu0", now - 50), _event("worker-hung", "cpu0", now - 48)]
+    drills += [_event("worker-lost", "cpu0", now - 47)]  # the hung one evicted: the drill's
+    assert journal_mtbf(drills, now=now) is None
+    # a real loss long after a drill of the same worker, and two others, are counted
+    real = [_event("worker-lost", "cpu1", now - 9 * HOUR), _event("worker-lost", "cpu2", now - 20)]
+    late = [_drill("cpu0", now - 9 * HOUR), _event("worker-lost", "cpu0", now - 8 * HOUR)]
+    made = journal_mtbf(sorted(drills + real + late, key=lambda e: e.time), now=now)
+    assert made is not None
+    assert "3 failures in 9 h" in made.source

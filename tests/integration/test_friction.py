@@ -1,0 +1,76 @@
+"""Friction a person met trying the README and the demos (issue 38), each on real parts:
+a service whose model cannot be built is not left registered, a drill is journalled
+as one (so the MTBF a run plans with does not count it), and in a real kernel
+``ft.down`` closes the kernel's clients of that cluster, which otherwise log
+``Failed to reconnect to scheduler`` under some later cell, and asking again for a
+cluster left running as it is says nothing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ft_notebook as ft
+from ft_notebook.testing import KernelSession
+
+pytestmark = pytest.mark.integration
+
+
+def broken_factory() -> Any:
+    raise FileNotFoundError("model.pt")
+
+
+def test_a_service_that_never_came_up_is_not_left_registered(client: Any) -> None:
+    for _ in range(2):  # the name is free again: the same error, not "already runs"
+        with pytest.raises(ft.ServeError, match="could not be built on any worker") as caught:
+            ft.serve(broken_factory, name="never-up", cluster=client, replicas=2)
+        assert "serve() closed it again, so its name is free" in str(caught.value)
+        assert "never-up" not in [s["name"] for s in ft.services(cluster=client)]
+
+
+def test_a_drill_is_journalled_as_one_before_its_signal(client: Any) -> None:
+    from ft_notebook.cluster.chaos import kill_worker
+    from ft_notebook.events import cluster_topic, history
+
+    done = kill_worker(client, "random")
+    notes = [e for e in history(cluster_topic()) if e.kind == "published"]
+    assert [(e.data["drill"], e.data["name"], e.worker) for e in notes][-1:] == [
+        ("SIGKILL", done.worker, done.worker)
+    ]
+
+
+def test_down_closes_the_kernel_s_clients_and_a_cluster_as_asked_is_reused_quietly(
+    tmp_path: Path,
+) -> None:
+    env = dict(os.environ, DASK_FT_NOTEBOOK__DATA_DIR=str(tmp_path / "data"))
+    kernel = KernelSession(tmp_path / "kernel.log", cwd=tmp_path, env=env).start()
+    try:
+        kernel.execute(
+            "import warnings\nimport ft_notebook as ft\n"
+            "client = ft.cluster(name='friction', workers=1)\n"
+            "side = ft.cluster(name='friction', set_as_default=False)",
+            timeout=180,
+        ).check()
+        quiet = kernel.execute(
+            "with warnings.catch_warnings(record=True) as seen:\n"
+            "    warnings.simplefilter('always')\n"
+            "    again = ft.cluster(name='friction', workers=1)\n"
+            "    told = ft.cluster(name='friction', workers=2)\n"
+            "print([str(w.message) for w in seen])"
+        ).check()
+        # the one asked for as it runs says nothing; the other names the difference
+        [said] = eval(quiet.stdout)
+        assert said.startswith("Cluster 'friction' is already running, so workers=2 was not used")
+        assert "(it has 1)" in said
+        closed = kernel.execute(
+            "print(ft.down('friction'), client.status, side.status, again.status)"
+        ).check()
+        # a closed client does not try to reconnect, so it never logs that it failed to
+        assert closed.stdout.split() == ["True", "closed", "closed", "closed"]
+    finally:
+        kernel.execute("print([ft.down(c.name) for c in ft.clusters()])", timeout=60)
+        kernel.shutdown()
+    assert "Failed to reconnect" not in (tmp_path / "kernel.log").read_text()
