@@ -34,11 +34,8 @@ def on_done(book: RunBook, r: Report, d: Decision) -> RunBook:
     done = DoneData.of(r)
     book = _progress_reports.add_robust_window(book, done)[0]  # steps after the last progress
     book = _status.stepped(book, r.step, d)
-    book = replace(
-        book,
-        epoch=done.epoch if done.epoch is not None else book.epoch,
-        loss=done.loss if done.loss is not None else book.loss,
-    )
+    epoch = done.epoch if done.epoch is not None else book.epoch  # None: not told
+    book = _progress_reports.told(book, epoch, done.loss if done.loss is not None else book.loss)
     if done.checkpoint is not None:  # the run's last one
         book = _status.checkpointed(book, done.checkpoint, d)
     return finish(book, RunState.COMPLETED, f"{r.step} steps", d)

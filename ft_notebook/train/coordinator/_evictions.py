@@ -15,18 +15,18 @@ stall threshold, saying why.
 
 An eviction is a loss like any other (a recovery with its cause, the run DEGRADED).
 The evicted rank actor is sent a stop plan now and again when the run ends, and the
-worker is not admitted again by this run. The functions here are the one writer of
-``members.evicted``, ``retired`` and ``absent`` (generation -> how often each member
-was seen absent from its failed rendezvous).
+worker is not admitted again by this run. ``members.evicted``, ``retired`` and
+``absent`` (generation -> how often each member was seen absent from its failed
+rendezvous) are written through :mod:`._members`.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ft_notebook.train.coordinator import _generations
+from ft_notebook.train.coordinator import _generations, _members
 from ft_notebook.train.coordinator._actions import Decision, Log, SendPlan
-from ft_notebook.train.coordinator._book import RunBook, put, without
+from ft_notebook.train.coordinator._book import RunBook
 from ft_notebook.train.protocol import Plan, Report
 from ft_notebook.train.report_kinds import PeerFailedData
 
@@ -40,15 +40,7 @@ def on_not_met(book: RunBook, r: Report) -> RunBook:
     failed = PeerFailedData.of(r)
     if failed.absent is None:  # not a rendezvous, or the rank could not look
         return book
-    gen, absent = failed.plan, dict(book.members.absent)
-    if gen not in absent:
-        for old in sorted(absent)[:-3]:  # only the newest failures matter
-            del absent[old]
-    counts = dict(absent.get(gen, {}))
-    for name in failed.absent:
-        counts[str(name)] = counts.get(str(name), 0) + 1
-    absent[gen] = counts
-    return replace(book, members=replace(book.members, absent=absent))
+    return replace(book, members=_members.seen_absent(book.members, failed.plan, failed.absent))
 
 
 def evict_one(book: RunBook, plan: Plan, failures: int, error: str, d: Decision) -> RunBook | None:
@@ -69,15 +61,7 @@ def evict_one(book: RunBook, plan: Plan, failures: int, error: str, d: Decision)
         f"workers failed at step {book.step} ({why}; last error: {error or 'none given'})"
     )
     d.do(Log("warning", f"run {book.name}: evicting {name}: it {cause}"))
-    members_after = replace(
-        m,
-        actors=without(m.actors, name),
-        ready=without(m.ready, name),
-        admitting=without(m.admitting, name),  # not a join: it never trained with the others
-        arrivals=without(m.arrivals, name),
-        evicted=put(m.evicted, name, cause),
-        retired=put(m.retired, name, address),  # told to stop again when the run ends
-    )
+    members_after = _members.evicted(m, name, cause)
     stop = Plan(
         run=book.name,
         gen=plan.gen,

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ft_notebook.events import Health, RunState
-from ft_notebook.train.coordinator import _status
+from ft_notebook.train.coordinator import _members, _pending, _status
 from ft_notebook.train.coordinator._actions import Decision, ForgetKeys, PublishProgress, SendPlan
-from ft_notebook.train.coordinator._book import Pending, RunBook, put, without
+from ft_notebook.train.coordinator._book import RunBook, put
 from ft_notebook.train.coordinator._inputs import PlanAnswered
 from ft_notebook.train.protocol import How, Plan, Report, generation_prefix
 from ft_notebook.train.report_kinds import PreparedData, SyncedData
@@ -92,12 +92,7 @@ def drop(book: RunBook, name: str, cause: str, d: Decision) -> RunBook:
     """Member ``name`` is gone, whoever saw it go (the control plane, a plan that
     found no actor, a rank stuck in its step): it leaves the run's actors and ready
     ranks, and the run recovers from its loss."""
-    members = replace(
-        book.members,
-        actors=without(book.members.actors, name),
-        ready=without(book.members.ready, name),
-    )
-    return lost(replace(book, members=members), [name], cause, d)
+    return lost(replace(book, members=_members.left(book.members, name)), [name], cause, d)
 
 
 def lost(book: RunBook, names: list[str], cause: str, d: Decision) -> RunBook:
@@ -108,15 +103,9 @@ def lost(book: RunBook, names: list[str], cause: str, d: Decision) -> RunBook:
     if plan is None or plan.stop or not set(names) & set(plan.members):
         return book
     survivors = [m for m in plan.members if m not in names and m in book.members.actors]
-    said = f"{', '.join(names)}: {cause}"
+    book = _pending.opened(book, names, cause, len(plan.members), d.now)
     pending = book.recovery.pending
-    if pending is None:
-        pending = Pending(said, d.now, len(plan.members), book.highest_step, tuple(names))
-    else:
-        pending = replace(
-            pending, cause=f"{pending.cause}; {said}", lost=pending.lost + tuple(names)
-        )
-    book = replace(book, recovery=replace(book.recovery, pending=pending))
+    assert pending is not None
     book = _status.set_health(book, Health.DEGRADED, pending.cause, d)
     minimum = book.options.min_workers
     if len(survivors) < minimum:

@@ -1,11 +1,10 @@
 """Which workers have rank actors of a run, and how they get one.
 
-The functions here are the one writer of ``RunBook.members``'s ``actors`` (but for a
-member lost: :func:`~._generations.drop`), ``ready``, ``seen``, ``arrivals`` and
-``admitting``: the first start of a run (an actor per worker, warm-up, the first
-generation), actors started for workers that join later, the control plane's news of
-workers lost, hung and joined, and admitting joiners, once they are warm, into a new
-generation (at the next step boundary). ``recovery.joins`` is completed when a joiner
+The functions here decide on the member book (written by :mod:`._members`): the
+first start of a run (an actor per worker, warm-up, the first generation), actors
+started for workers that join later, the control plane's news of workers lost, hung
+and joined, and admitting joiners, once they are warm, into a new generation (at the
+next step boundary). ``recovery.joins`` is completed when a joiner
 first trains (:mod:`._recoveries`).
 """
 
@@ -15,7 +14,7 @@ from dataclasses import replace
 
 from ft_notebook.cluster.plugins import name_key
 from ft_notebook.events import RunState
-from ft_notebook.train.coordinator import _end, _generations, _status
+from ft_notebook.train.coordinator import _end, _generations, _members, _status
 from ft_notebook.train.coordinator._actions import (
     After,
     Decision,
@@ -24,7 +23,7 @@ from ft_notebook.train.coordinator._actions import (
     SendPlan,
     StartActor,
 )
-from ft_notebook.train.coordinator._book import RunBook, put, without
+from ft_notebook.train.coordinator._book import RunBook
 from ft_notebook.train.coordinator._inputs import (
     ActorStarted,
     Launched,
@@ -44,12 +43,7 @@ def on_launched(book: RunBook, launch: Launched, d: Decision) -> RunBook:
         return book
     limit = book.options.max_workers or len(launch.workers)
     chosen = launch.workers[:limit]
-    members = replace(
-        book.members,
-        target_world=len(chosen),
-        actors={**book.members.actors, **dict(chosen)},
-        seen=book.members.seen | {n for n, _ in chosen},
-    )
+    members = _members.launched(book.members, chosen)
     for name, address in chosen:
         d.do(StartActor(name, address, first=True))
     d.do(After(book.options.warmup_timeout_s, WarmupOver(0.0)))
@@ -87,10 +81,7 @@ def _form_first(book: RunBook, d: Decision) -> RunBook:
     if len(ready) < max(1, minimum):
         why = f"{len(ready)} worker(s) finished warming up in time, min_workers={minimum}"
         return _end.finish(book, RunState.FAILED, why, d)
-    # the workers it begins with, those that joined during the warm-up too: not joiners
-    members = replace(
-        book.members, target_world=len(ready), arrivals=without(book.members.arrivals, *ready)
-    )
+    members = _members.began(book.members, ready)
     book = _status.set_state(
         replace(book, members=members), RunState.RUNNING, f"{len(ready)} workers", d
     )
@@ -107,9 +98,7 @@ def on_actor_started(book: RunBook, started: ActorStarted, d: Decision) -> RunBo
         d.do(Log("warning", f"could not start a rank of {book.name} on {name}: {started.error}"))
         if book.members.actors.get(name) != address:
             return book
-        book = replace(
-            book, members=replace(book.members, actors=without(book.members.actors, name))
-        )
+        book = replace(book, members=_members.not_started(book.members, name))
         return _form_first_if_warm(book, d)
     if book.finished and book.plan is not None:
         d.do(SendPlan(name, address, book.plan))
@@ -133,22 +122,14 @@ def on_news(book: RunBook, news: WorkerNews, d: Decision) -> RunBook:
     limit = book.options.max_workers
     if limit is not None and len(members.actors) >= limit:
         return book
-    members = replace(
-        members,
-        actors=put(members.actors, name, news.address),
-        seen=members.seen | {name},
-        arrivals=put(members.arrivals, name, news.now),
-    )
     d.do(StartActor(name, news.address, first=False))
-    return replace(book, members=members)
+    return replace(book, members=_members.joined(members, name, news.address, news.now))
 
 
 def on_ready(book: RunBook, r: Report, d: Decision) -> RunBook:
     """A rank warmed up (at ``r.step``: the checkpoint it resumed from, if any)."""
-    members = replace(book.members, ready=put(book.members.ready, r.name, r.time))
-    if r.step > 0 and book.plan is None:
-        members = replace(members, resumed_from=max(members.resumed_from or 0, r.step))
-    book = replace(book, members=members)
+    resumed_step = r.step if book.plan is None else 0
+    book = replace(book, members=_members.warm(book.members, r.name, r.time, resumed_step))
     if book.plan is None:
         return _form_first_if_warm(book, d)
     return admit(book, d)
@@ -171,13 +152,4 @@ def admit(book: RunBook, d: Decision) -> RunBook:
     book = _generations.new_plan(book, everyone, How.FORM, d)
     d.do(PublishProgress())
     gen = book.plan.gen if book.plan is not None else 0
-    admitting = dict(members.admitting)
-    for name in waiting:
-        admitting[name] = {
-            "name": name,
-            "arrived_at": members.arrivals.get(name, d.now),
-            "ready_at": members.ready.get(name, d.now),
-            "generation": gen,
-        }
-    arrivals = without(members.arrivals, *waiting)
-    return replace(book, members=replace(book.members, admitting=admitting, arrivals=arrivals))
+    return replace(book, members=_members.admitted(book.members, waiting, gen, d.now))

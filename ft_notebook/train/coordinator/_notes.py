@@ -33,6 +33,12 @@ def _noted(book: RunBook, note: dict[str, Any], **changes: Any) -> RunBook:
     return replace(book, noted=replace(book.noted, notes=notes, **changes))
 
 
+def lagging(book: RunBook, lagging: bool) -> RunBook:
+    """Whether checkpoints lag: a save failed and none committed since, or rank 0 says
+    saves queue behind a slow one."""
+    return replace(book, noted=replace(book.noted, lagging=lagging))
+
+
 def on_nonfinite(book: RunBook, r: Report, d: Decision) -> RunBook:
     n = NonfiniteData.of(r)
     note = {"kind": r.kind, "time": r.time, "step": n.at_step}
@@ -57,7 +63,7 @@ def on_state_repaired(book: RunBook, r: Report, d: Decision) -> RunBook:
 
 def on_checkpoint_failed(book: RunBook, r: Report, d: Decision) -> RunBook:
     f = CheckpointFailedData.of(r)
-    book = _noted(book, {"kind": r.kind, "time": r.time, **f.to_data()}, lagging=True)
+    book = lagging(_noted(book, {"kind": r.kind, "time": r.time, **f.to_data()}), True)
     event = CheckpointFailed(checkpoint_step=r.step, error=f.error, retry_at_step=f.retry_at)
     return _status.publish(book, event, d)
 
@@ -67,7 +73,8 @@ def on_checkpoint(book: RunBook, r: Report, d: Decision) -> RunBook:
     # the run got there: the next progress published must not say less
     book = _status.stepped(book, c.checkpoint_step, d, at_least=True)
     book = _status.checkpointed(book, c.checkpoint_step, d)
-    noted = replace(book.noted, lagging=False)
+    book = lagging(book, False)
+    noted = book.noted
     if c.stall_s is not None:  # what the save cost training
         noted = replace(noted, checkpoint_costs=(*noted.checkpoint_costs, c.stall_s)[-20:])
     if c.plan is not None:  # checkpoint_every="auto": the new plan

@@ -12,7 +12,7 @@ import bisect
 from dataclasses import replace
 from typing import Any
 
-from ft_notebook.train.coordinator import _status
+from ft_notebook.train.coordinator import _notes, _status
 from ft_notebook.train.coordinator._actions import Decision
 from ft_notebook.train.coordinator._book import Progress, RunBook
 from ft_notebook.train.protocol import Report
@@ -30,7 +30,7 @@ def on_progress(book: RunBook, r: Report, d: Decision) -> RunBook:
         rate = p.steps_per_s or 0.0
         times = (*progress.step_times, 1.0 / rate)[-50:] if rate else progress.step_times
         progress = replace(progress, steps_per_s=rate, step_times=times)
-    book = _status.stepped(replace(book, progress=progress, epoch=p.epoch, loss=p.loss), r.step, d)
+    book = _status.stepped(told(replace(book, progress=progress), p.epoch, p.loss), r.step, d)
     point: dict[str, Any] = {
         "step": r.step,
         "time": r.time,
@@ -42,11 +42,16 @@ def on_progress(book: RunBook, r: Report, d: Decision) -> RunBook:
     book, window = add_robust_window(book, p)
     point.update(window)
     if p.lagging is not None:  # rank 0's view: failing saves, or saves queued behind a slow one
-        book = replace(book, noted=replace(book.noted, lagging=p.lagging))
+        book = _notes.lagging(book, p.lagging)
     if r.step % book.progress.history_every == 0:
         history = (*book.progress.history, point)
         book = replace(book, progress=trim_history(replace(book.progress, history=history)))
     return book
+
+
+def told(book: RunBook, epoch: int, loss: float | str | None) -> RunBook:
+    """Rank 0's epoch and loss, as it told them."""
+    return replace(book, epoch=epoch, loss=loss)
 
 
 def add_robust_window(book: RunBook, p: ProgressData | DoneData) -> tuple[RunBook, dict[str, Any]]:

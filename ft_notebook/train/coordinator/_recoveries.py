@@ -15,7 +15,15 @@ from dataclasses import replace
 
 from ft_notebook.events import RunState
 from ft_notebook.runfold import Recovery
-from ft_notebook.train.coordinator import _end, _evictions, _generations, _stall, _status
+from ft_notebook.train.coordinator import (
+    _end,
+    _evictions,
+    _generations,
+    _members,
+    _pending,
+    _stall,
+    _status,
+)
 from ft_notebook.train.coordinator._actions import After, Decision, Log
 from ft_notebook.train.coordinator._book import Regrouping, RunBook
 from ft_notebook.train.coordinator._inputs import ReformDue
@@ -29,21 +37,22 @@ LOSS_GRACE_S = 0.5
 def on_resumed(book: RunBook, r: Report, d: Decision) -> RunBook:
     """Rank 0 committed the first step of generation ``r.gen``: joiners trained,
     and the recovery that generation was made for, if any, is complete."""
-    admitting, joins = dict(book.members.admitting), list(book.recovery.joins)
-    for name, join in book.members.admitting.items():
-        if join["generation"] <= r.gen:  # the joiner trained in this generation
-            del admitting[name]
+    members, trained = _members.trained(book.members, r.gen)
+    joins = [
+        {
+            **join,
+            "trained_at": r.time,
             # from its worker registering; and from its rank built and ready to train
             # (what another tool calls a replica's arrival)
-            rejoin_s = round(r.time - join["arrived_at"], 3)
-            from_ready_s = round(r.time - join["ready_at"], 3)
-            joins.append(
-                {**join, "trained_at": r.time, "rejoin_s": rejoin_s, "from_ready_s": from_ready_s}
-            )
+            "rejoin_s": round(r.time - join["arrived_at"], 3),
+            "from_ready_s": round(r.time - join["ready_at"], 3),
+        }
+        for join in trained
+    ]
     book = replace(
         book,
-        members=replace(book.members, admitting=admitting),
-        recovery=replace(book.recovery, joins=tuple(joins)),
+        members=members,
+        recovery=replace(book.recovery, joins=(*book.recovery.joins, *joins)),
     )
     pending, plan = book.recovery.pending, book.plan
     if pending is None or plan is None or r.gen != plan.gen:
@@ -62,7 +71,7 @@ def on_resumed(book: RunBook, r: Report, d: Decision) -> RunBook:
         # the members checked that they went on from one state a member vouched for
         verified=plan.gen in book.gens.verified,
     )
-    book = replace(book, recovery=replace(book.recovery, pending=None))
+    book = _pending.closed(book)
     book = _status.alive(_status.stepped(book, r.step, d, at_least=True), d)
     # the whole recovery, which the book's view (run.info()) folds as every view does
     book = _status.publish(book, recovery.as_payload(), d)

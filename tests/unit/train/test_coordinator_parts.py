@@ -87,3 +87,51 @@ def test_the_coordinator_loads_no_code_of_the_ranks_or_the_kernel() -> None:
     assert [m for m in loaded if ".rank" in m or ".kernel" in m] == []
     assert "ft_notebook.train.coordinator._plugin" in loaded
     assert out[1] == "False"
+
+
+#: Issue 33: each field of a run's book and who writes it (the module whose
+#: ``dataclasses.replace`` sets it); ``step`` had four writers, each with its own rule.
+_WRITERS = {
+    "_status": {"view", "step", "last_advance"},
+    "_generations": {"plan", "world", "parts", "synced", "verified", "prepared"},
+    "_reports": {"highest_step"},
+    "_end": {"finished_at", "spec", "errors"},
+    "_progress_reports": {"epoch", "loss", "history", "history_every", "steps_per_s"}
+    | {"step_times", "suspects", "mean_steps"},
+    "_publisher": {"published"},
+    "_membership": {"store"},
+    "_stall": {"asked"},
+    "_members": {"actors", "ready", "seen", "arrivals", "admitting", "target_world"}
+    | {"resumed_from", "evicted", "retired", "absent"},
+    "_pending": {"cause", "lost"},
+    "_recoveries": {"joins", "regrouping", "count", "failures"},
+    "_notes": {"notes", "nonfinite", "lagging", "checkpoint_costs", "checkpoint_plan"},
+}
+#: Parts of the book that several rules put back whole, each made by its one writer.
+_PARTS = {"members", "gens", "recovery", "progress", "noted", "pending"}
+
+
+def test_every_field_of_a_run_s_book_has_one_writer() -> None:
+    from ft_notebook.train.coordinator import _book
+
+    fields = set()
+    for cls in (_book.RunBook, _book.Members, _book.Generations, _book.Pending):
+        fields |= set(cls.__dataclass_fields__)
+    for cls in (_book.Regrouping, _book.Recoveries, _book.Progress, _book.Notes):
+        fields |= set(cls.__dataclass_fields__)
+    writers: dict[str, set[str]] = {}
+    for path in sorted((TRAIN / "coordinator").glob("_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "replace":
+                for keyword in node.keywords:
+                    if keyword.arg is not None:
+                        writers.setdefault(keyword.arg, set()).add(path.stem)
+    owned = {f: {m} for m, fs in _WRITERS.items() for f in fs}
+    assert {f: w for f, w in writers.items() if f not in _PARTS} == {
+        f: owned[f] for f in writers if f not in _PARTS
+    }
+    # the only fields never replaced are set once, when the book is made
+    assert fields - set(writers) - _PARTS <= {
+        "name", "incarnation", "options", "started_at", "detected_at", "workers_before",
+        "highest_step_at_loss", "since", "step", "highest_step",
+    } | {"checkpoint_plan", "nonfinite"} | {"cause", "lost"}
