@@ -4,6 +4,7 @@ NaNs, stalls, slow steps, full stores and a lost cluster are handled."""
 from __future__ import annotations
 
 import functools
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -251,26 +252,39 @@ def test_a_rollback_with_no_checkpoint_yet_goes_back_to_the_initial_state(
 def test_a_full_store_does_not_stop_the_run(
     client: Client, tmp_path: Path, unique_name: str
 ) -> None:
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("a file where the store's folder should be")
+    """A store that fails once the run trains (a disk that fills, a folder taken away)
+    does not stop it, and the run is not HEALTHY while its checkpoints fail: one that
+    cannot be written at the start is refused by fit (issue 36), so the store is taken
+    away after fit probed it, while the ranks warm up."""
+    folder = tmp_path / "store-folder"
     run = fit(
         epochs=2,
         cluster=client,
         name=unique_name,
-        store=str(blocker / "ckpt"),
+        store=str(folder / "ckpt"),
         checkpoint_every=2,
         wait=False,
         **counting_problem(delay_s=0.02),
     )
+    shutil.rmtree(folder)
+    folder.write_text("a file where the store's folder should be")
     run.wait(timeout=120)
     info = run.info()
     assert info["state"] == "COMPLETED"
     assert info["step"] == 16
+    assert info["checkpoint"] is None
     assert _events(unique_name, "checkpoint-failed")
     assert info["lagging"]
+    assert info["health"] == "DEGRADED"
+    assert _panel_health(unique_name) == Health.DEGRADED
     # no checkpoint anywhere: the trained model comes from rank 0's memory
     assert bool((run.model().counts == 2).all())
     assert any(n["kind"] == "checkpoint-failed" for n in info["notes"])
+
+
+def _panel_health(run: str) -> Health | None:
+    [model] = [r for r in ResilienceManager().runs() if r.name == run]
+    return model.health
 
 
 def test_slow_first_steps_and_a_step_ten_times_the_median_are_not_hangs(

@@ -130,6 +130,9 @@ class Notes:
     notes: tuple[Mapping[str, Any], ...] = ()  # nonfinite, rollback, repairs (newest 200)
     nonfinite: int = 0
     lagging: bool = False
+    #: The error of the newest checkpoint that failed, while none committed since
+    #: (``""``: checkpoints are written): the run is not healthy then.
+    failing: str = ""
     #: Seconds each newest checkpoint held training (from rank 0's reports).
     checkpoint_costs: tuple[float, ...] = ()
     #: checkpoint_every="auto": the newest plan rank 0 made.

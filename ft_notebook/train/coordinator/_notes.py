@@ -64,8 +64,16 @@ def on_state_repaired(book: RunBook, r: Report, d: Decision) -> RunBook:
 def on_checkpoint_failed(book: RunBook, r: Report, d: Decision) -> RunBook:
     f = CheckpointFailedData.of(r)
     book = lagging(_noted(book, {"kind": r.kind, "time": r.time, **f.to_data()}), True)
+    book = replace(book, noted=replace(book.noted, failing=f.error or "no error given"))
     event = CheckpointFailed(checkpoint_step=r.step, error=f.error, retry_at_step=f.retry_at)
-    return _status.publish(book, event, d)
+    return _health(_status.publish(book, event, d), d)
+
+
+def _health(book: RunBook, d: Decision) -> RunBook:
+    """Health as the checkpoints leave it (a recovery under way decides its own)."""
+    if book.recovery.pending is not None or book.plan is None or book.plan.stop:
+        return book
+    return _status.update_health(book, d)
 
 
 def on_checkpoint(book: RunBook, r: Report, d: Decision) -> RunBook:
@@ -79,4 +87,6 @@ def on_checkpoint(book: RunBook, r: Report, d: Decision) -> RunBook:
         noted = replace(noted, checkpoint_costs=(*noted.checkpoint_costs, c.stall_s)[-20:])
     if c.plan is not None:  # checkpoint_every="auto": the new plan
         noted = replace(noted, checkpoint_plan=dict(c.plan))
-    return replace(book, noted=noted)
+    failed_before = bool(noted.failing)
+    book = replace(book, noted=replace(noted, failing=""))
+    return _health(book, d) if failed_before else book

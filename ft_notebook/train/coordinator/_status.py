@@ -68,12 +68,16 @@ def set_health(book: RunBook, health: Health, reason: str, d: Decision) -> RunBo
 
 
 def update_health(book: RunBook, d: Decision) -> RunBook:
-    """Healthy with as many workers training as the run began with, else degraded."""
+    """Healthy with as many workers training as the run began with and its checkpoints
+    written, else degraded (a run that cannot checkpoint would lose all its work to
+    the next fault)."""
     world = len(book.plan.members) if book.plan is not None else 0
     target = book.members.target_world
-    if world >= target:
-        return set_health(book, Health.HEALTHY, f"{world} workers", d)
-    return set_health(book, Health.DEGRADED, f"{world} of {target} workers", d)
+    if world < target:
+        return set_health(book, Health.DEGRADED, f"{world} of {target} workers", d)
+    if book.noted.failing:
+        return set_health(book, Health.DEGRADED, f"checkpoints fail: {book.noted.failing}", d)
+    return set_health(book, Health.HEALTHY, f"{world} workers", d)
 
 
 def checkpointed(book: RunBook, step: int, d: Decision) -> RunBook:

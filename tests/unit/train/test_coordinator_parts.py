@@ -105,7 +105,8 @@ _WRITERS = {
     | {"resumed_from", "evicted", "retired", "absent"},
     "_pending": {"cause", "lost"},
     "_recoveries": {"joins", "regrouping", "count", "failures"},
-    "_notes": {"notes", "nonfinite", "lagging", "checkpoint_costs", "checkpoint_plan"},
+    "_notes": {"notes", "nonfinite", "lagging", "checkpoint_costs", "checkpoint_plan"}
+    | {"failing"},
 }
 #: Parts of the book that several rules put back whole, each made by its one writer.
 _PARTS = {"members", "gens", "recovery", "progress", "noted", "pending"}
@@ -132,6 +133,14 @@ def test_every_field_of_a_run_s_book_has_one_writer() -> None:
     }
     # the only fields never replaced are set once, when the book is made
     assert fields - set(writers) - _PARTS <= {
-        "name", "incarnation", "options", "started_at", "detected_at", "workers_before",
-        "highest_step_at_loss", "since", "step", "highest_step",
+        "name",
+        "incarnation",
+        "options",
+        "started_at",
+        "detected_at",
+        "workers_before",
+        "highest_step_at_loss",
+        "since",
+        "step",
+        "highest_step",
     } | {"checkpoint_plan", "nonfinite"} | {"cause", "lost"}

@@ -45,6 +45,7 @@ from ft_notebook.train.coordinator.decide import decide, start
 from ft_notebook.train.protocol import How, Phase
 from ft_notebook.train.report_kinds import (
     CheckpointData,
+    CheckpointFailedData,
     DoneData,
     ErrorData,
     PeerFailedData,
@@ -213,6 +214,26 @@ ROWS = [
         lambda b: report(b, CheckpointData(checkpoint_step=20), "cpu0", step=20),
         RunState.RUNNING,
         check=lambda b, a: assert_that((b.view.checkpoint_step, b.step) == (20, 20)),
+    ),
+    Row(
+        "a checkpoint that cannot be written: degraded, with the error, and the run goes on",
+        lambda: running(3)[0],
+        lambda b: report(b, CheckpointFailedData(error="ENOSPC: disk full"), "cpu0", step=4),
+        RunState.RUNNING,
+        Health.DEGRADED,
+        ("cpu0", "cpu1", "cpu2"),
+        reason="checkpoints fail: ENOSPC: disk full",
+        check=lambda b, a: assert_that(b.view.lagging),
+    ),
+    Row(
+        "a checkpoint written again: healthy again",
+        lambda: decide(
+            running(3)[0],
+            report(running(3)[0], CheckpointFailedData(error="ENOSPC"), "cpu0", step=4),
+        )[0],
+        lambda b: report(b, CheckpointData(checkpoint_step=6), "cpu0", step=6),
+        RunState.RUNNING,
+        Health.HEALTHY,
     ),
     Row(
         "rank 0 resumed generation 2: the recovery completes and is published whole",
