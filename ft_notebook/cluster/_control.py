@@ -15,10 +15,11 @@ the notebook kernel. It
   scheduler's own event loop is not taken for a hang of every worker;
 - keeps *holds*: named uses of the cluster (a training run, a service) that keep a
   detached cluster from shutting down while idle;
-- hosts a rendezvous store, a ``torch.distributed.TCPStore`` created on first
-  request and listening on the scheduler's host only. It carries small values
-  between workers (addresses, step numbers, flags); they are bytes that consumers
-  must never unpickle or execute, because the store has no authentication.
+- hosts a rendezvous store (:class:`~._rendezvous.RendezvousStore`): bounded keys
+  in the scheduler, served by the handler ``ft_rendezvous`` over the cluster's own
+  (TLS) connections, so no port is opened that another user could reach. It carries
+  small values between workers (addresses, step numbers, flags); they are bytes that
+  consumers must never unpickle or execute.
 
 Other plugins find it with :func:`control_plane` and follow membership with
 :meth:`ControlPlane.add_listener`; nothing here knows about training or serving.
@@ -44,7 +45,7 @@ from distributed.scheduler import heartbeat_interval
 
 from ft_notebook.cluster._health import HEALTH_METRIC
 from ft_notebook.cluster._members import Member, MemberState, address_host, status_row
-from ft_notebook.cluster._rendezvous import Rendezvous, open_store
+from ft_notebook.cluster._rendezvous import HANDLER, RendezvousStore
 from ft_notebook.events import (
     EventPayload,
     WorkerHung,
@@ -95,8 +96,7 @@ class ControlPlane(SchedulerPlugin):
         self._grace_until = 0.0
         self._last_tick: float | None = None
         self._watchdog: asyncio.Task[None] | None = None
-        self._store: Rendezvous | None = None
-        self._store_lock: asyncio.Lock | None = None
+        self.rendezvous: RendezvousStore | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.listeners: list[Listener] = []
 
@@ -123,7 +123,8 @@ class ControlPlane(SchedulerPlugin):
             self.check_every_s = min(0.25, self.hung_after_s / 4)
         for ws in list(scheduler.workers.values()):
             self._track(ws)
-        self._store_lock = asyncio.Lock()
+        self.rendezvous = RendezvousStore()
+        scheduler.handlers[HANDLER] = self.rendezvous.handle
         self._watchdog = asyncio.ensure_future(self._watch())
 
     async def close(self) -> None:
@@ -133,11 +134,11 @@ class ControlPlane(SchedulerPlugin):
                 await self._watchdog
         for task in list(self._tasks):
             task.cancel()
-        if self._store is not None:
-            store, self._store = self._store, None
-            del store.store
-            with contextlib.suppress(OSError):  # the TCPStore may have closed it already
-                store.sock.close()
+        if self.rendezvous is not None:
+            self.rendezvous.close()
+            handlers = getattr(self.scheduler, "handlers", {})
+            if handlers.get(HANDLER) == self.rendezvous.handle:  # not a successor's
+                del handlers[HANDLER]
 
     # ---- membership
 
@@ -334,21 +335,15 @@ class ControlPlane(SchedulerPlugin):
     # ---- rendezvous
 
     async def rendezvous_store(self) -> tuple[str, int]:
-        """Host and port of the rendezvous TCPStore, started on first call."""
-        assert self._store_lock is not None, "the plugin has not started"
-        async with self._store_lock:
-            if self._store is None:
-                host = get_address_host(self.scheduler.address)
-                # importing torch takes seconds: keep the event loop (heartbeats) going
-                self._store = await asyncio.to_thread(open_store, host)
-        return self._store.host, self._store.port
+        """Where the ranks meet: ``(scheduler host, 0)``. Port 0 says the store opens
+        no port of its own: ranks reach it through their worker's connection to the
+        scheduler (:class:`ft_notebook.train.rank._store.ClusterStore`)."""
+        return get_address_host(self.scheduler.address), 0
 
     async def forget_rendezvous(self, prefix: str) -> int:
         """Delete the rendezvous keys under ``prefix``: the store would otherwise keep
         every retired group's keys for as long as the cluster lives."""
-        if self._store is None:
-            return 0
-        return await asyncio.to_thread(self._store.forget, prefix)
+        return 0 if self.rendezvous is None else self.rendezvous.forget(prefix)
 
     # ---- status
 

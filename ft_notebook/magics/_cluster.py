@@ -7,7 +7,10 @@ cluster name, so ``%ft chaos kill random`` reuses the connection of ``%ft cluste
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
+
+from ft_notebook.magics._arguments import safe_name
 
 
 def add_parsers(add: Any) -> None:
@@ -16,7 +19,12 @@ def add_parsers(add: Any) -> None:
     p = add("cluster", "Start, stop, attach to or inspect your private cluster.", handlers.cluster)
     p.add_argument("action", choices=["up", "down", "status", "attach"])
     p.add_argument("address", nargs="?", help="for attach: a scheduler address or file")
-    p.add_argument("--name", default="default", help="which of your clusters (default: default)")
+    p.add_argument(
+        "--name",
+        default="default",
+        type=safe_name("cluster name"),
+        help="which of your clusters (default: default)",
+    )
     p.add_argument("--workers", type=int, help="for up: CPU workers (default: fits the cores)")
     p.add_argument("--gpus", help="for up: 'auto', 'none', 'all' or indices such as 0,2")
     p = add(
@@ -48,7 +56,12 @@ def add_parsers(add: Any) -> None:
         help="for --attack alie: standard deviations moved (default: the paper's, "
         "0 on 4 workers; ByzFL uses 1.5)",
     )
-    p.add_argument("--name", default="default", help="which of your clusters (default: default)")
+    p.add_argument(
+        "--name",
+        default="default",
+        type=safe_name("cluster name"),
+        help="which of your clusters (default: default)",
+    )
 
 
 class ClusterCommands:
@@ -67,9 +80,11 @@ class ClusterCommands:
             print(f"ft: cluster {args.name!r} {'stopped' if stopped else 'was not running'}")
             return None
         if args.action == "attach":
-            if not args.address:
-                raise _usage("%ft cluster attach needs an ADDRESS (or scheduler file)")
-            client = self._clients[args.name] = attach(args.address)
+            _check_attach_target(args.address)
+            try:
+                client = self._clients[args.name] = attach(args.address)
+            except ValueError as e:  # what Dask makes of an address it cannot parse
+                raise _usage(f"{e}\n\n{ATTACH_USAGE}") from None
         elif args.action == "up":
             client = self._clients[args.name] = start(
                 name=args.name, workers=args.workers, gpus=args.gpus
@@ -161,6 +176,34 @@ class ClusterCommands:
 
             client = self._clients[name] = start(name=name, start=False)
         return client
+
+
+ATTACH_USAGE = """%ft cluster attach TARGET [--name NAME]
+  TARGET: a scheduler address (tls://HOST:PORT, tcp://HOST:PORT), a scheduler file
+  (JSON with an "address", as dask's --scheduler-file writes), or one of your
+  clusters' names (%ft cluster status --name NAME)"""
+
+
+def _check_attach_target(target: str | None) -> None:
+    """Refuse, before connecting, a target that cannot name a scheduler: an unknown
+    protocol, or a file that is not there."""
+    if not target:
+        raise _usage(f"%ft cluster attach needs a TARGET\n\n{ATTACH_USAGE}")
+    if "://" in target:
+        from distributed.comm.registry import backends, get_backend
+
+        scheme = target.split("://", 1)[0]
+        try:
+            get_backend(scheme)  # also those a package registers (entry points)
+        except ValueError:
+            raise _usage(
+                f"{target!r} is not a scheduler address: Dask knows no protocol "
+                f"{scheme!r} (it knows {', '.join(sorted(backends))})\n\n{ATTACH_USAGE}"
+            ) from None
+    elif ("/" in target or target.endswith(".json")) and not Path(target).is_file():
+        path = Path(target).expanduser().absolute()
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise _usage(f"the scheduler file {path} {what}\n\n{ATTACH_USAGE}")
 
 
 def _usage(message: str) -> Exception:

@@ -1,21 +1,28 @@
 """The ``%ft`` / ``%%ft`` front door: parse, call the API, render; no logic here.
 
 Every subcommand has its own argument parser, so ``%ft save --help`` shows its usage,
-and a wrong argument raises a UsageError that shows it too, never a traceback.
+and a wrong argument raises a UsageError that shows it too, never a traceback. Names
+are checked as arguments, so ``%%ft checkpoint --name ../x`` is refused before its
+cell runs. Any other :class:`FTError` keeps its type and message (a corrupt snapshot
+is not a typing mistake), shown without the library's traceback; a ``#`` outside
+quotes starts a comment, as in Python.
 """
 
 from __future__ import annotations
 
 import argparse
 import shlex
+import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from ft_notebook.exceptions import FTError
+from ft_notebook.exceptions import FTError, PlanError
 from ft_notebook.magics import _render
+from ft_notebook.magics._arguments import safe_name, snapshot_name
 from ft_notebook.magics._cluster import add_parsers as add_cluster_parsers
 
 if TYPE_CHECKING:
@@ -98,19 +105,28 @@ class FTMagics(Magics):
         p = self._add("auto", "Snapshot after every successful cell.", self._auto, cell=False)
         p.add_argument("state", choices=["on", "off"])
         p = self._add("checkpoint", "Run the cell as a transaction.", self._checkpoint, cell=True)
-        p.add_argument("--name", help="also keep the snapshot under this name")
+        p.add_argument("--name", type=snapshot_name, help="also keep the snapshot under this name")
         p.add_argument("--retries", type=int, default=0, help="run the cell again this often")
         p = self._add("save", "Snapshot the namespace now.", self._save, cell=False)
-        p.add_argument("name", nargs="?", help="keep it under this name besides 'latest'")
+        p.add_argument(
+            "name", nargs="?", type=snapshot_name, help="keep it under this name besides 'latest'"
+        )
         p.add_argument("--vars", type=_names, help="comma-separated names (default: all)")
         p = self._add("restore", "Bring a snapshot's variables back.", self._restore, cell=False)
-        p.add_argument("name", nargs="?", default="latest")
+        p.add_argument("name", nargs="?", default="latest", type=safe_name("snapshot name"))
         p.add_argument("--vars", type=_names, help="comma-separated names (default: all)")
         p.add_argument(
             "--from",
             dest="source",
             metavar="NOTEBOOK",
+            type=safe_name("notebook key"),
             help="another notebook's snapshots, e.g. this one's before a rename",
+        )
+        p.add_argument(
+            "--no-global-state",
+            dest="global_state",
+            action="store_false",
+            help="leave random generators and matplotlib settings as this kernel has them",
         )
         self._add("list", "The snapshots of this notebook.", self._list, cell=False)
         self._add("status", "What ft_notebook does in this kernel.", self._status, cell=False)
@@ -118,7 +134,9 @@ class FTMagics(Magics):
         p = self._add(
             "dashboard", "Live health of a run, or of the cluster.", self._dashboard, cell=False
         )
-        p.add_argument("run", nargs="?", help="a run's name (default: the cluster)")
+        p.add_argument(
+            "run", nargs="?", type=safe_name("run name"), help="a run's name (default: the cluster)"
+        )
         p = self._add(
             "plan", "How often to checkpoint, from failures and save cost.", self._plan, cell=False
         )
@@ -127,6 +145,7 @@ class FTMagics(Magics):
         p.add_argument("--restart", type=duration, help="what a restart costs (default 0)")
         p.add_argument(
             "--run",
+            type=safe_name("run name"),
             help="a training run: its measured save cost, MTBF and median recovery time "
             "where the options above are left out, and its recoveries beside the plan",
         )
@@ -140,8 +159,9 @@ class FTMagics(Magics):
 
     @line_cell_magic
     def ft(self, line: str, cell: str | None = None) -> Any:
+        __tracebackhide__ = True  # the user's cell and the error, not this dispatch
         try:
-            words = shlex.split(line)
+            words = shlex.split(line, comments=True)
         except ValueError as e:
             raise UsageError(f"{e}\n\n{_USAGE}") from None
         if not words or words[0] in ("-h", "--help", "help"):
@@ -167,26 +187,41 @@ class FTMagics(Magics):
         try:
             return handler(parsed, cell)
         except FTError as e:  # says what happened and what to do: no traceback needed
-            raise UsageError(f"{type(e).__name__}: {e}") from None
+            shown = [f"{type(e).__name__}: {e}"]
+            e._render_traceback_ = lambda: shown  # type: ignore[attr-defined]
+            raise
 
     def _auto(self, args: argparse.Namespace, cell: str | None) -> None:
         self.snapshots.auto = args.state == "on"
         print(f"ft: snapshot after every cell is {args.state}")
 
     def _checkpoint(self, args: argparse.Namespace, cell: str | None) -> None:
+        __tracebackhide__ = True
         assert cell is not None
         if args.retries < 0:
             raise UsageError("--retries must be 0 or more")
         outcome = self.snapshots.transaction(cell, name=args.name, retries=args.retries)
         _render.transaction(outcome)
         if outcome.error is not None:
-            raise outcome.error  # the cell fails as it would have, its effects undone
+            # the cell fails as it would have, its effects undone, its traceback
+            # starting at the cell's own line rather than in the transaction
+            error = outcome.error
+            raise error.with_traceback(_from_user_code(error.__traceback__))
 
     def _save(self, args: argparse.Namespace, cell: str | None) -> None:
         _render.saved(self.snapshots.save(args.name, args.vars))
 
     def _restore(self, args: argparse.Namespace, cell: str | None) -> None:
-        _render.restored(self.snapshots.restore(args.name, args.vars, source=args.source))
+        report = self.snapshots.restore(
+            args.name, args.vars, source=args.source, process_state=args.global_state
+        )
+        _render.restored(report)
+        for name, how in sorted(report.changed_by_pickling.items()):
+            print(f"    {name}: restored, but not as it was: {how}; run its cell again")
+        if report.process:
+            print(f"    put back as the snapshot had them: {', '.join(report.process)}")
+        if report.auto_resumed:
+            print("ft: snapshot after every cell is on again, as it was in the kernel that died")
 
     def _list(self, args: argparse.Namespace, cell: str | None) -> None:
         _render.listing(*self.snapshots.listing())
@@ -205,7 +240,11 @@ class FTMagics(Magics):
                     f"%ft plan needs --mtbf and --cost (or --run RUN); missing: "
                     f"{', '.join(missing)}\n{usage}"
                 )
-            made = plan(args.mtbf, args.cost, args.restart or 0.0, rpo=args.rpo, rto=args.rto)
+            try:
+                made = plan(args.mtbf, args.cost, args.restart or 0.0, rpo=args.rpo, rto=args.rto)
+            except PlanError as e:  # the numbers typed on the line
+                usage = self._parsers["plan"][0].get().format_usage()
+                raise UsageError(f"{e}\n{usage}") from None
             print("ft: " + "\n    ".join(made.explain()))
             return
         _render_run_plan(args)
@@ -218,6 +257,18 @@ class FTMagics(Magics):
         from ft_notebook.train import attach
 
         return attach(args.run).dashboard()
+
+
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+
+
+def _from_user_code(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """``tb`` without its leading frames in ft_notebook (the transaction that ran the
+    cell): it starts at the cell."""
+    first = tb
+    while first is not None and first.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+        first = first.tb_next
+    return first or tb
 
 
 def _render_run_plan(args: argparse.Namespace, cluster: Any = None) -> None:

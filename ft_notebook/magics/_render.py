@@ -68,6 +68,10 @@ def listing(rows: Sequence[dict[str, Any]], renamed_from: str | None = None) -> 
     if renamed_from:
         print(f"ft: taken before this notebook was renamed (as {renamed_from}); `%ft restore`")
         print("    brings them back")
+    # one row per name: the snapshot `%ft restore NAME` brings back (its newest); the
+    # older ones of a name are history the store keeps, not a choice to make
+    newest = {r["name"]: i for i, r in enumerate(rows)}
+    rows = [r for i, r in enumerate(rows) if newest[r["name"]] == i]
     print(f"{'name':<20} {'time':<19} {'cell':>5} {'size':>10}  variables")
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["time"]))

@@ -26,6 +26,7 @@ from ft_notebook.exceptions import ClusterUnreachable, UnsafeName
 from ft_notebook.server._manager import MAX_EVENTS, ApiError, ResilienceManager
 from ft_notebook.server._models import ErrorModel
 from ft_notebook.server._renames import kernel_file_path
+from ft_notebook.server._services import TooLarge, check_request, parse_body
 
 #: The resource name the server's authorizer sees for every route of this extension.
 AUTH_RESOURCE = "ft_notebook"
@@ -136,16 +137,37 @@ class PredictHandler(_Handler):
     @web.authenticated
     @authorized
     async def post(self, service: str) -> None:
-        """``?cluster=NAME`` (default: ``default``); the body is JSON (see ._services)."""
+        """``?cluster=NAME`` (default: ``default``); the body is JSON (see ._services),
+        checked before any cluster is asked: 413 over a cap, 400 if malformed."""
         cluster = self.get_query_argument("cluster", "default")
-        answer = await self.call(self.manager.predict, cluster, service, _json_body(self))
+        body = await _request_body(self)
+        answer = await self.call(self.manager.predict, cluster, service, body)
         self.reply(answer.to_json())
+
+
+#: Bodies from this size on are parsed in a thread, off the server's event loop.
+PARSE_IN_THREAD_FROM = 64 << 10
+
+
+async def _request_body(handler: _Handler) -> object:
+    raw = handler.request.body or b"{}"
+    try:
+        if len(raw) < PARSE_IN_THREAD_FROM:
+            body = parse_body(raw)
+        else:
+            body = await asyncio.to_thread(parse_body, raw)
+        check_request(body, len(raw))
+    except TooLarge as e:
+        raise web.HTTPError(413, "%s", str(e), reason="TooLarge") from e
+    except ValueError as e:
+        raise web.HTTPError(400, "%s", str(e), reason="BadRequest") from e
+    return body
 
 
 def _json_body(handler: _Handler) -> object:
     try:
         return json.loads(handler.request.body or b"{}")
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise web.HTTPError(400, "%s", f"The body is not JSON: {e}.", reason="BadRequest") from e
 
 

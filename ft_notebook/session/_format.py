@@ -4,7 +4,9 @@ made before any of its pickles is loaded.
 The manifest is JSON (the store's tagged values); each variable is a
 :class:`VarEntry` with its :class:`BufferRecord` s. Format 2: cells keyed by kernel
 and execution count, protocol 5 buffers out of band, replays checked against a
-content fingerprint. A snapshot in another format, or taken with other versions of
+content fingerprint. Format 3: the notebook's functions bound to the namespace by
+reference, views placed in their memory owner, cycles of variables pickled together,
+and the process's random states. A snapshot in another format, or taken with other versions of
 the libraries its pickles depend on, is refused before anything is loaded.
 """
 
@@ -17,7 +19,7 @@ from ft_notebook.exceptions import SnapshotError
 from ft_notebook.session._capture import VarEntry, versions
 from ft_notebook.session._objects import BufferRecord
 
-FORMAT = 2
+FORMAT = 3
 
 
 def check_versions(manifest: Mapping[str, Any]) -> None:
@@ -50,11 +52,13 @@ def entry_from_json(name: str, raw: Mapping[str, Any]) -> VarEntry:
         k: BufferRecord(**{**b, "shape": tuple(b["shape"]), "chunks": tuple(b["chunks"])})
         for k, b in raw.get("buffers", {}).items()
     }
-    fields = {k: v for k, v in raw.items() if k not in ("buffers", "name", "refs", "out_of_band")}
+    tuples = ("refs", "out_of_band", "group")
+    fields = {k: v for k, v in raw.items() if k not in ("buffers", "name", *tuples)}
     return VarEntry(
         name=name,
         buffers=buffers,
         refs=tuple(raw.get("refs", ())),
         out_of_band=tuple(raw.get("out_of_band", ())),
+        group=tuple(raw.get("group", ())),
         **fields,
     )

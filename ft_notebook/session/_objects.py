@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 
 import xxhash
 
+from ft_notebook.session import _views
+
 CHUNK = 4 << 20
 
 
@@ -60,11 +62,18 @@ class SnapshotUnpickler(pickle.Unpickler):
         resolve_var: Callable[[str], Any],
         load_buffer: Callable[[str], Any],
         out_of_band: list[Any] | None = None,
+        *,
+        namespace: dict[str, Any] | None = None,
+        tensors: dict[str, Any] | None = None,
     ) -> None:
         # out_of_band: the protocol 5 buffers the pickler took out, in their order
         super().__init__(io.BytesIO(data), buffers=out_of_band or ())
         self._resolve_var = resolve_var
         self._load_buffer = load_buffer
+        # what the notebook's functions are bound to: the namespace being restored
+        self._namespace = {} if namespace is None else namespace
+        # key -> tensor: one tensor seen from several variables comes back as one
+        self._tensors = {} if tensors is None else tensors
 
     def persistent_load(self, pid: Any) -> Any:
         tag = pid[0]
@@ -72,12 +81,22 @@ class SnapshotUnpickler(pickle.Unpickler):
             return self._resolve_var(pid[1])
         if tag == "buf":
             return self._load_buffer(pid[1])
+        if tag == "ns":
+            return self._namespace
         if tag == "view":
-            import numpy as np
-
             _, owner, offset, shape, strides, dtype = pid
-            base = self._resolve_var(owner)
-            return np.ndarray(shape, np.dtype(dtype), buffer=base, offset=offset, strides=strides)
+            return _views.numpy_view(self._resolve_var(owner), offset, shape, strides, dtype)
+        if tag == "aview":
+            _, key, offset, shape, strides, dtype = pid
+            return _views.numpy_view(self._load_buffer(key), offset, shape, strides, dtype)
+        if tag == "tview":
+            _, key, storage, dtype, shape, stride, offset, extra = pid
+            found = self._tensors.get(key)
+            if found is None:
+                base = self._load_buffer(storage)
+                found = _views.tensor_view(base, dtype, shape, stride, offset, extra)
+                self._tensors[key] = found
+            return found
         raise pickle.UnpicklingError(f"unknown reference {tag!r} in a snapshot")
 
 

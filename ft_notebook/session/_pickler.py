@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import io
 import pickle
+import sys
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,13 +42,20 @@ import cloudpickle
 import numpy as np
 import xxhash
 
-from ft_notebook.session import _reducers
+from ft_notebook.session import _rebind, _reducers, _views
 from ft_notebook.session._namespace import describe
 from ft_notebook.session._objects import CHUNK, BufferRecord, digest_of
 from ft_notebook.store._io import run_all
 
 # Arrays smaller than this stay inside the pickle: a record costs more than it saves.
 INLINE_BYTES = 4096
+
+
+class _Namespace:
+    """Stands for the notebook's namespace in a pickle (a persistent reference)."""
+
+
+_NAMESPACE = _Namespace()
 
 
 @functools.lru_cache(maxsize=4)
@@ -77,15 +85,16 @@ def _uint8() -> Any:
     return torch.uint8
 
 
-def _is_tensor(obj: Any) -> bool:
-    torch = _torch_if_loaded()
-    return torch is not None and isinstance(obj, torch.Tensor)
+def _strided(t: Any, torch: Any) -> bool:
+    return bool(t.layout == torch.strided and t.nbytes > 0)
 
 
-def _torch_if_loaded() -> Any:
-    import sys
+# Classes found importable by name (a library's): cloudpickle's lookup of each, in
+# every pickle of every snapshot, was a tenth of the pause on many small objects.
+_BY_REFERENCE: set[type] = set()
 
-    return sys.modules.get("torch")
+_SCALARS = frozenset({int, float, str, bool, type(None), complex})
+_CONTAINERS = frozenset({list, dict, tuple, set, frozenset})
 
 
 class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
@@ -103,12 +112,19 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
         buffer_data: dict[str, memoryview],
         *,
         content_only: bool = False,
+        namespace_id: int | None = None,
+        roots: Mapping[int, tuple[str, ...]] | None = None,
     ) -> None:
         super().__init__(file, protocol=5, buffer_callback=self._out_of_band)
         self._name = name
         self._named = named  # id(object) -> variable name, for the other variables
+        # id of the notebook's namespace: its functions are bound to it, not copied
+        self._namespace_id = namespace_id
+        # id of an array's memory owner -> the variables viewing it (see _views)
+        self._roots = roots or {}
         self._buffer_data = buffer_data  # digest -> bytes, shared across the snapshot
         self._content_only = content_only
+        self._torch = sys.modules.get("torch")  # tensors exist only once it is loaded
         self.buffers: dict[str, BufferRecord] = {}
         self.out_of_band: list[str] = []  # keys of the protocol 5 buffers, in order
         self.refs: set[str] = set()
@@ -116,13 +132,47 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
         self.keep_alive: list[Any] = []
 
     def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is type and obj in _BY_REFERENCE:
+            return NotImplemented  # a library's class: pickle names it (cached lookup)
         reduced = _reducers.reduce(obj)
         if reduced is not None:
             return reduced
+        if type(obj) is type and cloudpickle.cloudpickle._should_pickle_by_reference(obj):
+            _BY_REFERENCE.add(obj)
+            return NotImplemented
+        if (
+            type(obj) is types.FunctionType
+            and self._namespace_id is not None
+            and id(obj.__globals__) == self._namespace_id
+        ):
+            return self._bound_function(obj)
         return super().reducer_override(obj)
 
+    def _bound_function(self, func: types.FunctionType) -> Any:
+        """cloudpickle's reduction of ``func`` with "the namespace" in place of its
+        copy of the globals (see ``_rebind``)."""
+        code, _, _, _, closure = self._function_getnewargs(func)
+        attributes, slots = cloudpickle.cloudpickle._function_getstate(func)
+        slots["__globals__"] = {}
+        args = (code, _NAMESPACE, func.__name__, None, closure)
+        return (
+            _rebind.make_function,
+            args,
+            (attributes, slots),
+            None,
+            None,
+            _rebind.set_function_state,
+        )
+
     def persistent_id(self, obj: Any) -> Any:
-        if type(obj) is bytes:
+        # called for every object pickled: most are scalars and builtin containers,
+        # answered first (9 in 10 calls on a namespace of small objects)
+        kind = type(obj)
+        if kind in _SCALARS:
+            return None
+        if obj is _NAMESPACE:
+            return ("ns",)
+        if kind is bytes:
             if len(obj) > INLINE_BYTES:
                 return ("buf", self._record(obj, "bytes", memoryview(obj), "B", {}))
             return None
@@ -135,21 +185,52 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
                 self.refs.add(other)
                 # the id makes the pickle change when the name is bound to another object
                 return ("var", other, id(obj))
+        if kind in _CONTAINERS:
+            return None
         if isinstance(obj, np.ndarray) and _plain_dtype(obj.dtype):
             view = None if self._content_only else self._view_of_named(obj)
+            if view is None and not self._content_only:
+                view = self._view_of_owner(obj)
             if view is not None:
                 return view
             if obj.nbytes > INLINE_BYTES:
                 return ("buf", self._record(obj, "numpy", _array_bytes(obj), obj.dtype.str, {}))
-        if _is_tensor(obj) and obj.layout == _torch_if_loaded().strided and obj.nbytes > 0:
+        torch = self._torch
+        if torch is not None and isinstance(obj, torch.Tensor) and _strided(obj, torch):
             extra = {
                 "requires_grad": bool(obj.requires_grad),
                 "device": str(obj.device),
                 "parameter": type(obj).__name__ == "Parameter",
             }
             dtype = str(obj.dtype).removeprefix("torch.")
+            if not self._content_only:
+                return self._tensor_view(obj, dtype, extra)
             return ("buf", self._record(obj, "torch", _tensor_bytes(obj), dtype, extra))
         return None
+
+    def _view_of_owner(self, arr: np.ndarray[Any, Any]) -> tuple[Any, ...] | None:
+        """A view whose memory owner is no variable (``A = np.arange(n).reshape(..)``;
+        ``A[:10]``), where several variables view it: the owner is kept as a buffer
+        record, shared by them, and the view as its offset, shape and strides in it."""
+        if not self._roots:
+            return None
+        owner = _views.memory_owner(arr)
+        if owner is None or owner is arr or id(owner) not in self._roots:
+            return None
+        key = self._record(owner, "numpy", _array_bytes(owner), owner.dtype.str, {})
+        self.keep_alive.append(arr)
+        self.refs.update(n for n in self._roots.get(id(owner), ()) if n != self._name)
+        return ("aview", key, *_views.placement(arr, owner))
+
+    def _tensor_view(self, t: Any, dtype: str, extra: dict[str, Any]) -> tuple[Any, ...]:
+        """A tensor as its place in its storage: tensors viewing one storage (a
+        slice, a transpose, weights tied between modules) come back on one storage."""
+        storage, flat = _views.storage_bytes(t)
+        storage_extra = {"device": str(t.device)}
+        key = self._record(t, "torch", flat, "uint8", storage_extra, identity=storage.data_ptr())
+        self.keep_alive.append(t)
+        placement = (tuple(t.shape), tuple(t.stride()), int(t.storage_offset()))
+        return ("tview", f"t{id(t):x}", key, dtype, *placement, extra)
 
     def _out_of_band(self, buffer: pickle.PickleBuffer) -> bool:
         """Take a protocol 5 buffer out of the pickle (False) unless it is small."""
@@ -164,7 +245,14 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
         return False
 
     def _record(
-        self, obj: Any, kind: str, data: memoryview, dtype: str, extra: dict[str, Any]
+        self,
+        obj: Any,
+        kind: str,
+        data: memoryview,
+        dtype: str,
+        extra: dict[str, Any],
+        *,
+        identity: int | None = None,
     ) -> str:
         chunks = []
         pieces = [data[start : start + CHUNK] for start in range(0, data.nbytes, CHUNK)]
@@ -185,12 +273,11 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
             key = f"{self._name}#{len(self.buffers)}:{digest}"
         else:
             self.keep_alive.append(obj)
-            key = f"{id(obj):x}:{digest}"
-        shape = (
-            tuple(getattr(obj, "shape", (data.nbytes,)))
-            if kind in ("numpy", "torch")
-            else (data.nbytes,)
-        )
+            key = f"{id(obj) if identity is None else identity:x}:{digest}"
+        if identity is not None or kind not in ("numpy", "torch"):
+            shape: tuple[int, ...] = (data.nbytes,)
+        else:
+            shape = tuple(obj.shape)
         self.buffers[key] = BufferRecord(
             key, digest, data.nbytes, kind, dtype, shape, extra, tuple(chunks)
         )
@@ -228,22 +315,30 @@ class Pickled:
 
 
 def pickle_variable(
-    name: str, value: Any, named: Mapping[int, str], buffer_data: dict[str, memoryview]
+    name: str,
+    value: Any,
+    named: Mapping[int, str],
+    buffer_data: dict[str, memoryview],
+    *,
+    namespace_id: int | None = None,
+    roots: Mapping[int, tuple[str, ...]] | None = None,
 ) -> Pickled:
-    """Pickle ``value``; raises whatever pickling raises for an unpicklable object."""
+    """Pickle ``value``; raises whatever pickling raises for an unpicklable object.
+    Functions whose globals are the dict of id ``namespace_id`` are bound to it."""
     out = io.BytesIO()
-    pickler = SnapshotPickler(out, name, named, buffer_data)
+    pickler = SnapshotPickler(out, name, named, buffer_data, namespace_id=namespace_id, roots=roots)
     pickler.dump(value)
     return Pickled(
         out.getvalue(), pickler.buffers, pickler.refs, pickler.out_of_band, pickler.keep_alive
     )
 
 
-def content_fingerprint(value: Any) -> str:
+def content_fingerprint(value: Any, namespace_id: int | None = None) -> str:
     """A hash of what ``value`` holds, equal in another process for an equal value;
-    raises what pickling raises for a value that cannot be fingerprinted."""
+    raises what pickling raises for a value that cannot be fingerprinted. Functions
+    of the namespace of id ``namespace_id`` count by their code, not its values."""
     out = io.BytesIO()
-    pickler = SnapshotPickler(out, "", {}, {}, content_only=True)
+    pickler = SnapshotPickler(out, "", {}, {}, content_only=True, namespace_id=namespace_id)
     pickler.dump(value)
     h = xxhash.xxh3_128(out.getvalue())
     for record in pickler.buffers.values():  # in the order they were met

@@ -35,6 +35,10 @@ _REOPEN = {"w": "r+", "x": "r+", "w+": "r+", "x+": "r+"}
 
 Reduced = tuple[Callable[..., Any], tuple[Any, ...]]
 
+#: names of the rebuilders that open something: a pickle naming one is not loaded
+#: again to check its round trip (that would open the file or database once more)
+OPENERS = (b"reopen_file", b"reconnect_sqlite", b"sqlite_from_bytes")
+
 
 def reduce(obj: Any) -> Reduced | None:
     """How to rebuild ``obj``, or None when it is not one of ours (pickle decides)."""

@@ -2,8 +2,11 @@
 
 Variables are rebuilt into a fresh dict: pickled ones from their blobs (references to
 other variables resolved first, so aliases and views come back as such), the others
-by replaying the cell that made them with the random state it saw. The user's
-namespace is touched only once everything was rebuilt, so a failure changes nothing.
+by replaying the cell that made them with the random state it saw. Each comes back
+into the user's namespace as soon as it is rebuilt (the notebook's functions are
+bound to that namespace, and a reducer defined in the notebook may call them while
+later variables load); a restore that fails puts back what the namespace held, so a
+failure changes nothing.
 
 A replay runs on copies of its inputs (rebuilt a second time from the snapshot), so
 it cannot change a restored variable, a generator it draws from included. Its result
@@ -44,6 +47,14 @@ class RestoreReport:
     types: dict[str, str] = field(default_factory=dict)  # name -> type, of those not back
     #: The notebook's key before a rename, when the snapshot came from there.
     renamed_from: str | None = None
+    #: name -> how pickling changes it: restored, but not as the notebook had it
+    changed_by_pickling: dict[str, str] = field(default_factory=dict)
+    #: process-wide state put back: "random", "numpy.random", "matplotlib.rcParams"...
+    process: list[str] = field(default_factory=list)
+    #: the ft settings of the kernel that took the snapshot ({"auto": True})
+    settings: dict[str, Any] = field(default_factory=dict)
+    #: whether the restore turned auto snapshots on again, as the dead kernel had them
+    auto_resumed: bool = False
 
 
 class Blobs(Protocol):
@@ -63,13 +74,21 @@ class Rebuilder:
         cells: Mapping[str, Mapping[str, Any]],
         blobs: Blobs,
         base_namespace: Mapping[str, Any],
+        namespace: dict[str, Any] | None = None,
+        publish: frozenset[str] = frozenset(),
     ) -> None:
         self._entries = entries
         self._cells = cells  # key -> {"code": ..., "count": ..., "rng": ...}
         self._blobs = blobs
         self._base = base_namespace  # what replayed cells see besides restored variables
+        # what the notebook's functions come back bound to (see ``_rebind``)
+        self._namespace: dict[str, Any] = {} if namespace is None else namespace
+        # names put into it as soon as they are rebuilt: a class's reducer defined in
+        # the notebook runs while later variables load, and looks its names up there
+        self._publish = publish
         self._values: dict[str, Any] = {}
         self._buffers: dict[str, Any] = {}
+        self._tensors: dict[str, Any] = {}
         self._building: set[str] = set()
         self._replayed_cells: dict[str, dict[str, Any] | BaseException] = {}
         self._copies: list[Rebuilder] = []  # the rebuilders of replays' inputs
@@ -88,7 +107,11 @@ class Rebuilder:
             raise _Lost(name)
         self._building.add(name)
         try:
-            if entry.how == "pickle":
+            if entry.how == "pickle" and entry.group:
+                value = self._unpickle_group(entry)
+            elif entry.how == "pickle" and entry.warning:
+                value = self._replay_or_unpickle(entry)
+            elif entry.how == "pickle":
                 value = self._unpickle(entry)
                 self.report.restored.append(name)
             else:
@@ -98,8 +121,13 @@ class Rebuilder:
             raise
         finally:
             self._building.discard(name)
-        self._values[name] = value
+        self._keep(name, value)
         return value
+
+    def _keep(self, name: str, value: Any) -> None:
+        self._values[name] = value
+        if name in self._publish:
+            self._namespace[name] = value
 
     def _unpickle(self, entry: VarEntry) -> Any:
         assert entry.pickle_digest is not None
@@ -110,6 +138,8 @@ class Rebuilder:
             resolve_var=self._var,
             load_buffer=lambda key: self._buffer(records[key]),
             out_of_band=[self._buffer(records[key]) for key in entry.out_of_band],
+            namespace=self._namespace,
+            tensors=self._tensors,
         )
         try:
             return unpickler.load()
@@ -118,6 +148,35 @@ class Rebuilder:
         except Exception as e:  # whatever the pickled class's code raises on loading
             self.report.lost[entry.name] = f"loading it raised {type(e).__name__}: {e}"[:600]
             raise _Lost(entry.name) from e
+
+    def _replay_or_unpickle(self, entry: VarEntry) -> Any:
+        """A value that pickling changes (see ``_roundtrip``): its cell replayed, if
+        that gives the value the notebook had; else its pickled copy, reported."""
+        if entry.content and entry.cell in self._cells:
+            replay = entry._replace(how="replay", fingerprint=entry.content)
+            try:
+                return self._replay(replay)
+            except _Lost:
+                why = self.report.different.pop(entry.name, None)
+                why = self.report.lost.pop(entry.name, why)
+                note = f"; replaying its cell did not give it back either ({why})"
+        else:
+            note = ""
+        value = self._unpickle(entry)
+        self.report.restored.append(entry.name)
+        how = entry.warning
+        if not how.startswith("it shares memory"):
+            how = f"it changes when pickled: {how}"
+        self.report.changed_by_pickling[entry.name] = how + note
+        return value
+
+    def _unpickle_group(self, entry: VarEntry) -> Any:
+        """The variables of a cycle, loaded together (see ``_cycles``)."""
+        values = self._unpickle(entry)
+        for member, value in zip(entry.group, values, strict=True):
+            self._keep(member, value)
+            self.report.restored.append(member)
+        return self._values[entry.name]
 
     def _buffer(self, record: BufferRecord) -> Any:
         found = self._buffers.get(record.key)
@@ -148,7 +207,7 @@ class Rebuilder:
         from ft_notebook.session._pickler import content_fingerprint  # replays are rare
 
         try:
-            seen = content_fingerprint(value)
+            seen = content_fingerprint(value, id(scratch))
         except Exception as e:
             self.report.lost[entry.name] = (
                 f"its replay (cell [{count}]) cannot be checked: {type(e).__name__}: {e}"
@@ -170,7 +229,7 @@ class Rebuilder:
         it. Its inputs are copies: rebuilt by a second rebuilder, which shares nothing
         with this one, so the replay cannot change what this restore returns."""
         scratch = dict(self._base)
-        copies = Rebuilder(self._entries, self._cells, self._blobs, self._base)
+        copies = Rebuilder(self._entries, self._cells, self._blobs, self._base, scratch)
         self._copies.append(copies)
         for other in inputs_of(cell["code"]) & set(self._entries):
             if other != exclude:
@@ -229,9 +288,12 @@ def rebuild(
     blobs: Blobs,
     base_namespace: Mapping[str, Any],
     names: list[str],
+    namespace: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], RestoreReport]:
-    """Rebuild ``names``; what cannot come back is in the report, not in the result."""
-    rebuilder = Rebuilder(entries, cells, blobs, base_namespace)
+    """Rebuild ``names``; what cannot come back is in the report, not in the result.
+    The notebook's functions are bound to ``namespace``, and ``names`` are put into
+    it as they come back (the caller puts back what it held if this raises)."""
+    rebuilder = Rebuilder(entries, cells, blobs, base_namespace, namespace, frozenset(names))
     values: dict[str, Any] = {}
     report = rebuilder.report
     for name in names:

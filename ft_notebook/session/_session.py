@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ft_notebook._paths import checked_name
 from ft_notebook.exceptions import CheckpointNotFound, SnapshotError, StoreError
 from ft_notebook.session._capture import Capturer, versions
+from ft_notebook.session._connections import unsaid
 from ft_notebook.session._format import FORMAT, check_versions, entry_from_json, entry_to_json
 from ft_notebook.session._missing import missing_snapshot
 from ft_notebook.session._namespace import (
@@ -30,7 +31,9 @@ from ft_notebook.session._namespace import (
     inputs_of,
     user_variables,
 )
+from ft_notebook.session._process import capture_process, restore_process
 from ft_notebook.session._restore import RestoreReport, rebuild
+from ft_notebook.session._roundtrip import pickling_notes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -109,13 +112,15 @@ class NotebookSession:
         names: Iterable[str] | None = None,
         hidden: Mapping[str, Any] | None = None,
         background: bool = False,
+        settings: Mapping[str, Any] | None = None,
     ) -> SnapshotInfo:
         """Commit a snapshot of ``namespace`` (or of ``names`` in it) after cell ``cell``.
 
         With ``background``, the data that changed is copied (the pause the caller
         sees) and written and committed by a writer thread, so the next cell may
         change the variables at once; :meth:`wait` waits for it. At most one snapshot
-        is in flight: the next one waits for the previous.
+        is in flight: the next one waits for the previous. ``settings``: the kernel's
+        ft settings a restore takes on (``auto``).
         """
         self.wait()
         label = self.LATEST if name is None else checked_name(name, "snapshot name")
@@ -138,11 +143,16 @@ class NotebookSession:
             variables = {n: variables[n] for n in wanted}
             capturer = Capturer()
             capturer.known_blobs = set(self._capturer.known_blobs)
-        capture = capturer.capture(variables, self._made_by)
+        bound = namespace if isinstance(namespace, dict) else None  # functions' globals
+        capture = capturer.capture(variables, self._made_by, bound, self._cells)
         for n, e in capture.entries.items():
             if e.how == "replay" and e.cell not in self._cells:
                 capture.entries[n] = e._replace(how="lost", reason=_unseen(e.reason))
-        needed = {e.cell for e in capture.entries.values() if e.how == "replay"}
+        needed = {
+            e.cell
+            for e in capture.entries.values()
+            if e.how == "replay" or (e.content and e.cell in self._cells)
+        }
         size = sum(e.nbytes for e in capture.entries.values())
         now = time.time()
         state = {
@@ -154,6 +164,8 @@ class NotebookSession:
             "variables": {n: entry_to_json(e) for n, e in capture.entries.items()},
             "modules": imported_modules(namespace),
             "cells": {c: self._cells[c] for c in sorted(needed)},
+            "process": capture_process(),
+            "settings": dict(settings or {}),
         }
         metadata = {"name": label, "cell": cell, "size": size, "variables": sorted(variables)}
         step = self._newest_step() + 1
@@ -208,7 +220,10 @@ class NotebookSession:
             written,
             size,
             replayed,
-            {n: capture.entries[n].reason for n in lost},
+            {
+                **unsaid(lost, capture.entries, capture.changed),
+                **pickling_notes(capture.entries),
+            },
         )
 
     def wait(self) -> None:
@@ -238,9 +253,12 @@ class NotebookSession:
         names: Iterable[str] | None = None,
         *,
         source: str | None = None,
+        process_state: bool = True,
     ) -> RestoreReport:
         """Put the snapshot's variables (or ``names`` of them) back into ``namespace``;
-        ``source``: another notebook's key, e.g. this one's before it was renamed."""
+        ``source``: another notebook's key, e.g. this one's before it was renamed.
+        With ``process_state``, a restore of all variables also puts back the random
+        generators and matplotlib settings as they were (see ``_process``)."""
         label = checked_name(name, "snapshot name")
         notebook = self.notebook if source is None else checked_name(source, "notebook key")
         self.wait()
@@ -262,14 +280,24 @@ class NotebookSession:
         cells = dict(manifest.get("cells", {}))
         modules, missing = _import_modules(manifest.get("modules", {}))
         base = {**namespace, **modules}
+        held = dict(namespace)  # put back if the restore fails half-way
+        if names is None:
+            namespace.update(modules)
         try:
-            values, report = rebuild(entries, cells, raw, base, wanted)
-        except StoreError as e:
-            raise SnapshotError(f"Snapshot {label!r} could not be read: {e}") from e
+            values, report = rebuild(entries, cells, raw, base, wanted, namespace)
+        except BaseException as e:
+            namespace.clear()
+            namespace.update(held)
+            if isinstance(e, StoreError):
+                raise SnapshotError(f"Snapshot {label!r} could not be read: {e}") from e
+            raise
         report.lost.update(missing)
         if names is None:
             values = {**modules, **values}
-        namespace.update(values)  # only now: a failure above left the namespace alone
+        namespace.update(values)
+        report.settings = dict(manifest.get("settings", {}))
+        if process_state and names is None and "process" in manifest:
+            report.process = restore_process(manifest["process"])
         for n in values:  # a later snapshot replays them from the cells that made them
             key = entries[n].cell if n in entries else ""
             self._made_by[n] = key

@@ -65,6 +65,7 @@ class ShellSnapshots:
                 self.shell.execution_count,
                 hidden=self.shell.user_ns_hidden,
                 background=True,
+                settings={"auto": True},
             )
 
     def save(self, name: str | None = None, names: list[str] | None = None) -> SnapshotInfo:
@@ -74,25 +75,45 @@ class ShellSnapshots:
             name=name,
             names=names,
             hidden=self.shell.user_ns_hidden,
+            settings={"auto": self.auto},
         )
         self.last = info  # committed: an explicit save returns once it is durable
         return info
 
     def restore(
-        self, name: str = "latest", names: list[str] | None = None, *, source: str | None = None
+        self,
+        name: str = "latest",
+        names: list[str] | None = None,
+        *,
+        source: str | None = None,
+        process_state: bool = True,
     ) -> RestoreReport:
         """Restore ``name``; if this notebook has no such snapshot because it was
         renamed in Jupyter (a kernel started since gets the new name), from the
-        snapshots it has under its old name."""
+        snapshots it has under its old name. A whole restore turns auto snapshots
+        on again if the kernel that took the snapshot had them on: otherwise the
+        newest snapshot would stay the dead kernel's while later cells run."""
+        report = self._restore(name, names, source, process_state)
+        if names is None and report.settings.get("auto") and not self.auto:
+            self.auto = report.auto_resumed = True
+        return report
+
+    def _restore(
+        self, name: str, names: list[str] | None, source: str | None, process_state: bool
+    ) -> RestoreReport:
         namespace = self.shell.user_ns
         try:
-            return self.session.restore(namespace, name, names, source=source)
+            return self.session.restore(
+                namespace, name, names, source=source, process_state=process_state
+            )
         except SnapshotError:
             if source is not None or self.session.has(name, self.key):
                 raise
             for earlier in self._renamed_from():
                 if self.session.has(name, earlier):
-                    report = self.session.restore(namespace, name, names, source=earlier)
+                    report = self.session.restore(
+                        namespace, name, names, source=earlier, process_state=process_state
+                    )
                     report.renamed_from = earlier
                     return report
             raise
@@ -119,7 +140,11 @@ class ShellSnapshots:
         self._in_transaction = True
         try:
             before = self.save()
-            code = compile(self.shell.transform_cell(cell), "<%%ft checkpoint>", "exec")
+            # one line up front: the line numbers of the cell as shown, %%ft line included;
+            # cached by IPython's compiler, so a traceback shows the cell's own lines
+            source = "\n" + self.shell.transform_cell(cell)
+            filename = self.shell.compile.cache(source, self.shell.execution_count)
+            code = compile(source, filename, "exec")
             error: BaseException | None = None
             rolled: tuple[str, ...] = ()
             removed: tuple[str, ...] = ()

@@ -76,8 +76,9 @@ class CheckpointStore:
             ``ft-notebook.train.store-keep``, read when the store is built.
         replicas: more locations; every checkpoint is committed to each, and a read
             falls back to any that verifies.
-        trust: allow pickled data (notebook snapshots) at non-local locations, whose
-            permissions cannot be checked.
+        trust: load checkpoints of local folders that another user could have
+            written (a file or folder of theirs, or one others can write to), and
+            allow pickled data at non-local locations, whose permissions cannot be checked.
         storage_options: passed to fsspec for every location.
         publish_events: publish ``checkpoint-committed`` and ``checkpoint-skipped``.
 
@@ -244,7 +245,8 @@ class CheckpointStore:
             CheckpointNotFound: the run, or this step of it, has no checkpoint.
             CheckpointCorrupt: none (or not this step) verifies anywhere.
             StoreError, StoreUnsafe: pickled data without ``allow_pickle``, or at a
-                location other users can write to.
+                location other users can write to; a checkpoint another user could
+                have written, without ``trust=True`` (the message names the owner).
         """
         run = run_name(run)
         if step is not None:

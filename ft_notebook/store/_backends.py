@@ -19,7 +19,7 @@ def open_location(url: str | os.PathLike[str], trust: bool, options: Mapping[str
     if isinstance(url, Path):
         # a Path is a local folder (it cannot spell "proto://"): no need to import
         # fsspec (~15 ms, a good part of what restoring a small notebook takes)
-        return _local(url, text)
+        return _local(url, text, trust)
 
     import fsspec
     from fsspec.implementations.local import LocalFileSystem
@@ -34,18 +34,18 @@ def open_location(url: str | os.PathLike[str], trust: bool, options: Mapping[str
             f"memory://, or install the fsspec backend for this protocol."
         ) from e
     if isinstance(fs, LocalFileSystem):
-        return _local(Path(path), text)
+        return _local(Path(path), text, trust)
     try:
         return FsspecLocation(fs, path, text, trust=trust)
     except OSError as e:
         raise _cannot_create(text, path, e) from e
 
 
-def _local(path: Path, text: str) -> Location:
+def _local(path: Path, text: str, trust: bool) -> Location:
     from ft_notebook.store._local import LocalLocation
 
     try:
-        return LocalLocation(path)
+        return LocalLocation(path, trust=trust)
     except OSError as e:
         raise _cannot_create(text, str(path), e) from e
 

@@ -57,7 +57,7 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 
 
 class LocalLocation(Location):
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, trust: bool = False) -> None:
         root = root.expanduser().absolute()
         if not root.exists():
             private_dir(root)  # created 0700; an existing folder may be shared (no pickles then)
@@ -65,7 +65,7 @@ class LocalLocation(Location):
             raise StoreError(
                 f"The checkpoint store {root} is a file, not a folder. Choose a folder."
             )
-        self.root = root
+        self.root, self.trust = root, trust
         self.url = str(root)
         self._blobs = root / BLOBS
 
@@ -253,6 +253,31 @@ class LocalLocation(Location):
                 f"(the default data dir is private)."
             )
 
+    def check_author(self, run: str, step: int) -> None:
+        # the manifest names and hashes every blob, so whoever wrote the manifest (or
+        # could replace it, or the folders that hold it) chose the state loaded
+        if self.trust:
+            return
+        me, folder = os.getuid(), self.root / run / step_dir(step)
+        for p in (self.root / run, folder, folder / NAME):
+            try:
+                info = p.stat()
+            except FileNotFoundError:
+                continue
+            if info.st_uid != me:
+                why = f"it belongs to uid {info.st_uid}{_user(info.st_uid)}, not to you (uid {me})"
+            elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                why = f"its mode {stat.filemode(info.st_mode)} lets other users write to it"
+            else:
+                continue
+            raise StoreUnsafe(
+                f"Refusing to load step {step} of run {run!r} at {p}: {why}, so another "
+                f"user may have written this checkpoint. Load it only if you trust them: "
+                f"CheckpointStore({self.url!r}, trust=True). Otherwise remove that step "
+                f"(or `chmod go-w {p}` if it is yours), or keep checkpoints in a folder of "
+                f"your own; an older step of yours loads with load({run!r}, step=N)."
+            )
+
     # -- helpers ---------------------------------------------------------------------
 
     def _run(self, run: str) -> Path:
@@ -265,6 +290,15 @@ class LocalLocation(Location):
             if entry.name == NAME:
                 raise StoreError(f"{folder} holds a manifest; refusing to clear it")
             os.unlink(entry.path)
+
+
+def _user(uid: int) -> str:
+    import pwd
+
+    try:
+        return f" ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return ""
 
 
 def _write_durably(path: Path, parts: Sequence[Buffer]) -> None:

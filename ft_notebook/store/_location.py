@@ -152,3 +152,10 @@ class Location(abc.ABC):
     @abc.abstractmethod
     def check_private(self, action: str, run: str, step: int | None, keys: Sequence[str]) -> None:
         """Raise StoreUnsafe unless only this user can change what pickle would read."""
+
+    @abc.abstractmethod
+    def check_author(self, run: str, step: int) -> None:
+        """Raise StoreUnsafe if another user could have written checkpoint ``step`` of
+        ``run`` (its manifest, which names and hashes every file), unless the store was
+        opened with ``trust=True``. Locations that cannot tell who wrote a file (object
+        stores) leave it to whoever grants access to them."""

@@ -135,6 +135,8 @@ def open_first(
                 # names (cells it replays, modules it imports), even with no pickle at
                 # all; only this user may have been able to write any of it
                 loc.check_private("load", run, step, list(manifest.files))
+            else:
+                loc.check_author(run, step)
             sizes = {k: e.size for k, e in manifest.files.items()}
             read, read_into = _readers(loc, manifest)
             return RawCheckpoint(describe(manifest, loc.url), state, sizes, read, read_into)

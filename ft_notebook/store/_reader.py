@@ -79,6 +79,8 @@ def load_from(loc: Location, run: str, step: int, *, allow_pickle: bool) -> Chec
             )
         pickles = [k for k in manifest.files if k.endswith(".pkl")]
         loc.check_private("load", run, step, pickles)
+    else:  # no code runs, but the state would be whatever its writer chose
+        loc.check_author(run, step)
     buffers = read_files(loc, manifest, keep=True)
     try:
         state = decode_state(buffers[manifest.state], buffers, allow_pickle=allow_pickle)

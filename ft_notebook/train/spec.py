@@ -39,6 +39,13 @@ class RunOptions:
             raise TrainingError(f"min_workers must be a positive int, got {self.min_workers!r}.")
         if type(self.fast_recovery) is not bool:
             raise TrainingError(f"fast_recovery must be True or False, got {self.fast_recovery!r}.")
+        if self.max_workers is not None and (
+            type(self.max_workers) is not int or self.max_workers < 1
+        ):
+            raise TrainingError(
+                f"max_workers= must be a positive int (or None: every worker), got "
+                f"{self.max_workers!r:.80}."
+            )
 
     def to_wire(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,6 +132,43 @@ class FitSpec:
                 )
         if self.loss is None and self.train_step is None:
             raise TrainingError("Give loss= (e.g. torch.nn.functional.mse_loss) or train_step=.")
+        _check_data(self.data)
+        for what, function, example in (
+            ("loss", self.loss, "loss=torch.nn.functional.mse_loss"),
+            ("train_step", self.train_step, "train_step=lambda model, batch, loss: ..."),
+            ("lr_scheduler", self.lr_scheduler, "lr_scheduler=lambda opt: StepLR(opt, 10)"),
+            ("eval_fn", self.eval_fn, "eval_fn=lambda model: {'acc': ...}"),
+        ):
+            if function is not None and not callable(function):
+                raise TrainingError(
+                    f"{what}= must be a function (or None), got {type(function).__name__} "
+                    f"{function!r:.80}; for example {example}."
+                )
+        if type(self.seed) is not int or not 0 <= self.seed < 2**63:
+            raise TrainingError(
+                f"seed= must be an int from 0 to 2**63-1 (it fixes the initial weights and "
+                f"the data order), got {type(self.seed).__name__} {self.seed!r:.80}."
+            )
+        if type(self.eval_every) is not int or self.eval_every < 0:
+            raise TrainingError(
+                f"eval_every= must be an int >= 0 (steps between evaluations; 0: never), "
+                f"got {self.eval_every!r:.80}."
+            )
+        if self.eval_every and self.eval_fn is None:
+            raise TrainingError(f"eval_every={self.eval_every} needs eval_fn= to evaluate with.")
+        if self.clip_grad_norm is not None and not (
+            isinstance(self.clip_grad_norm, (int, float))
+            and not isinstance(self.clip_grad_norm, bool)
+            and math.isfinite(self.clip_grad_norm)
+            and self.clip_grad_norm > 0
+        ):
+            raise TrainingError(
+                f"clip_grad_norm= must be a positive finite number (or None), got "
+                f"{self.clip_grad_norm!r:.80}."
+            )
+        for what, flag in (("deterministic", self.deterministic), ("resume", self.resume)):
+            if type(flag) is not bool:
+                raise TrainingError(f"{what}= must be True or False, got {flag!r:.80}.")
         if self.on_violation not in ON_VIOLATION:
             raise TrainingError(
                 f"on_violation must be one of {', '.join(ON_VIOLATION)}, got {self.on_violation!r}."
@@ -155,6 +199,32 @@ class FitSpec:
     def chunk(self) -> int:
         """The deterministic micro-chunk: the same whatever the world size."""
         return self.chunk_size or max(1, self.batch_size // self.deterministic_chunks)
+
+
+def _check_data(data: Any) -> None:
+    """``data=`` as the ranks will use it: a map-style dataset (``len`` and indexing)
+    or a function that builds one on each worker. A dataset is checked for being
+    empty here too; what a factory builds only the workers see."""
+    if callable(data) and not hasattr(data, "__getitem__"):
+        return  # a factory: the workers call it
+    if not (hasattr(data, "__len__") and hasattr(data, "__getitem__")):
+        raise TrainingError(
+            f"data= must be a map-style dataset (with len() and [index], such as a "
+            f"torch TensorDataset or a list of (input, target) pairs) or a function that "
+            f"builds one on each worker; got {type(data).__name__} {data!r:.80}."
+        )
+    try:
+        size = len(data)
+    except TypeError as e:
+        raise TrainingError(
+            f"data= must have a length, but len(data) raised: {e}. Pass a map-style "
+            f"dataset, or a function that builds one on each worker."
+        ) from e
+    if size < 1:
+        raise TrainingError(
+            f"data= is empty ({type(data).__name__} of length 0): there is nothing to "
+            f"train on. Check how the dataset was built."
+        )
 
 
 def steps_per_epoch(size: int, batch: int) -> int:

@@ -255,8 +255,8 @@ def test_a_restarted_worker_rejoins(client: Client, tmp_path: Any, unique_name: 
 def _store_keys(dask_scheduler: Any) -> list[str]:
     from ft_notebook.cluster.plugins import control_plane
 
-    rendezvous = control_plane(dask_scheduler)._store
-    return [] if rendezvous is None else list(rendezvous.store.list_keys())
+    rendezvous = control_plane(dask_scheduler).rendezvous
+    return [] if rendezvous is None else list(rendezvous.data)
 
 
 STARTER = textwrap.dedent(

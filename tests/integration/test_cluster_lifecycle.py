@@ -231,23 +231,24 @@ def test_any_dask_cluster_gets_the_plugins_and_is_never_shut_down_by_us(cluster:
         assert len(again.scheduler_info()["workers"]) == 2
 
 
-def _store_set(host: str, port: int) -> bool:
-    from datetime import timedelta
+async def _store_set(dask_worker: Any) -> bool:
+    import asyncio
 
-    import torch.distributed as dist
+    from ft_notebook.train.rank._store import ClusterStore
 
-    store = dist.TCPStore(host, port, None, False, timeout=timedelta(seconds=30))
-    store.set("rank0/address", "10.0.0.1:29500")
+    # a rank calls its store from its own thread, never from the worker's event loop
+    store = ClusterStore(dask_worker, timeout_s=30)
+    await asyncio.to_thread(store.set, "rank0/address", "10.0.0.1:29500")
     return True
 
 
-def _store_get(host: str, port: int) -> str:
-    from datetime import timedelta
+async def _store_get(dask_worker: Any) -> str:
+    import asyncio
 
-    import torch.distributed as dist
+    from ft_notebook.train.rank._store import ClusterStore
 
-    store = dist.TCPStore(host, port, None, False, timeout=timedelta(seconds=30))
-    return bytes(store.get("rank0/address")).decode()
+    store = ClusterStore(dask_worker, timeout_s=30)
+    return (await asyncio.to_thread(store.get, "rank0/address")).decode()
 
 
 def test_status_holds_and_the_rendezvous_store(private: Client, info: ClusterInfo) -> None:
@@ -259,19 +260,22 @@ def test_status_holds_and_the_rendezvous_store(private: Client, info: ClusterInf
     assert all(r.rss and r.memory_limit and r.heartbeat_age_s is not None for r in rows)
     assert hold(private, "run:demo") == ["run:demo"]
     assert release(private, "run:demo") == []
+    listening_before = _ports_listening(info.pid)
     host, port = rendezvous_address(private)
-    assert (host, port) == rendezvous_address(private)  # one store, made once
-    assert host == "127.0.0.1"
+    assert (host, port) == ("127.0.0.1", 0)  # no port: the store is behind the scheduler's
     address = {r.name: r.address for r in rows}
-    assert private.run(_store_set, host, port, workers=[address["cpu0"]])
-    got = private.run(_store_get, host, port, workers=[address["cpu1"]])
+    assert private.run(_store_set, workers=[address["cpu0"]])
+    got = private.run(_store_get, workers=[address["cpu1"]])
     assert got == {address["cpu1"]: "10.0.0.1:29500"}
-    store_ips = {
-        c.laddr.ip
-        for c in psutil.Process(info.pid).net_connections(kind="inet")
-        if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    assert _ports_listening(info.pid) == listening_before  # the store opened no listener
+
+
+def _ports_listening(pid: int) -> set[tuple[str, int]]:
+    return {
+        (c.laddr.ip, c.laddr.port)
+        for c in psutil.Process(pid).net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
     }
-    assert store_ips == {"127.0.0.1"}  # not every interface, as TCPStore alone would
 
 
 def test_two_data_folders_are_two_users_that_never_see_each_other(

@@ -8,12 +8,15 @@ that follows it (:mod:`._handle`).
 
 from __future__ import annotations
 
+import math
+import os
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from ft_notebook._paths import checked_name
+from ft_notebook._paths import checked_name, private_dir
 from ft_notebook.cluster import client_for
 from ft_notebook.exceptions import NoWorkers, TrainingError
 from ft_notebook.train._earlier import refuse_another_order, refuse_old_checkpoints
@@ -100,6 +103,7 @@ def fit(
     name = checked_name(
         name or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}", "run name"
     )
+    _check_call(wait, timeout)
     store_url, store_keep = _store_location(store)
     auto = checkpoint_every == "auto"
     if auto:  # the first save comes early, to measure what a save costs
@@ -147,6 +151,7 @@ def fit(
         # too few workers for the rule: the run stalls, as below min_workers
         options.min_workers = max(options.min_workers, smallest_world(spec.aggregator))
     options.validate()
+    probe_store(spec.store_url)
     if not resume:
         refuse_old_checkpoints(name, spec.store_url)
     elif size is not None:
@@ -200,6 +205,60 @@ def _install_plugins(client: Any) -> None:
             f"{getattr(client.scheduler, 'address', '?')}: {type(e).__name__}: {e}. Its "
             f"scheduler and workers need ft_notebook installed (the same version as here)."
         ) from e
+
+
+def _check_call(wait: object, timeout: object) -> None:
+    """fit's own arguments, the ones that never reach the spec."""
+    if type(wait) is not bool:
+        raise TrainingError(f"wait= must be True or False, got {wait!r:.80}.")
+    if timeout is not None and not (
+        isinstance(timeout, (int, float))
+        and not isinstance(timeout, bool)
+        and math.isfinite(timeout)
+        and timeout > 0
+    ):
+        raise TrainingError(
+            f"timeout= must be a positive number of seconds (or None: no limit), got "
+            f"{timeout!r:.80}."
+        )
+
+
+def probe_store(url: str) -> None:
+    """Refuse a local ``store=`` this kernel cannot write to, before the run starts:
+    create, write, sync and remove a probe file in its folder. Otherwise the ranks'
+    saves fail one after another while the run trains on without checkpoints.
+
+    Other URLs (``memory://`` is each process's own memory; object stores may hold
+    credentials only the workers have) are left to the ranks."""
+    folder = _local_folder(url)
+    if folder is None:
+        return
+    probe = folder / f".ft-probe-{uuid.uuid4().hex}"  # unique: concurrent fits never meet
+    try:
+        if not folder.exists():
+            private_dir(folder)  # as the store would make it on its first save
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, b"ft_notebook probe\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise TrainingError(
+            f"store={url!r} cannot hold this run's checkpoints: writing a probe file "
+            f"{e.filename or probe} failed with [Errno {e.errno}] {e.strerror}. Nothing was "
+            f"started. Pass store= a folder you can write to, or leave store= out for your "
+            f"private folder {default_store_url()}."
+        ) from e
+
+
+def _local_folder(url: str) -> Path | None:
+    if url.startswith("file://"):
+        return Path(url.removeprefix("file://")).expanduser().absolute()
+    if "://" in url or "::" in url:
+        return None
+    return Path(url).expanduser().absolute()
 
 
 def _given(**arguments: Any) -> dict[str, Any]:

@@ -1,10 +1,11 @@
 """How one rank gets into each generation its plans name.
 
 :class:`RankGenerations` owns the forming of the rank's generations: a rendezvous on the
-cluster's TCPStore under the plan's prefix (interruptible by a newer plan), or a
-switch to the group the previous generation prepared without the one lost rank; the
-retiring of the generation it leaves; and the survivor groups built in the
-background while a generation trains. The generation the rank is in is
+cluster's store (:class:`~._store.ClusterStore`, in the scheduler) under the plan's
+prefix (interruptible by a newer plan), or a switch to the group the previous
+generation prepared without the one lost rank; the retiring of the generation it
+leaves; and the survivor groups built in the background while a generation trains.
+The generation the rank is in is
 ``collectives.gen`` (:class:`~._collectives.Collectives`); only this object changes
 it while the rank runs.
 
@@ -16,7 +17,6 @@ can tell a member that never came from peers that could not reach each other
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 from ft_notebook.exceptions import RendezvousTimeout
@@ -79,13 +79,13 @@ class RankGenerations:
             if group is not None:
                 log(f"generation {plan.gen}: switched to the prepared group without {plan.lost}")
                 old.survivors.pop(plan.lost, None)
-                old.retire(timeout_s)
+                old.retire(timeout_s, self.waker.take_abandoned())
                 return Generation(
-                    plan.prefix, plan.gen, plan.members, self.name, group, self.backend
+                    plan.prefix, plan.gen, plan.members, self.name, group, self.backend, old.stores
                 )
             raise PeerFailed(f"no prepared group of generation {plan.base} without {plan.lost}")
         if old is not None:
-            old.retire(timeout_s)
+            old.retire(timeout_s, self.waker.take_abandoned())
             self.collectives.gen = None
         self.reporter.set_phase(Phase.RENDEZVOUS)
         store = self.store(plan.store)
@@ -106,7 +106,9 @@ class RankGenerations:
         except RendezvousTimeout as e:
             raise NotMet(str(e), self._absent(plan)) from e
         log(f"generation {plan.gen}: rank {rank} of {world}")
-        return Generation(plan.prefix, plan.gen, plan.members, self.name, group, self.backend)
+        return Generation(
+            plan.prefix, plan.gen, plan.members, self.name, group, self.backend, [store]
+        )
 
     def _absent(self, plan: Plan) -> tuple[str, ...] | None:
         """The members whose arrival marks are not in the store under ``plan``'s prefix
@@ -129,22 +131,17 @@ class RankGenerations:
 
     def store(self, address: tuple[str, int], timeout_s: float | None = None) -> Any:
         """A new client of the rendezvous store. One per rendezvous and per survivor
-        build: a client holds its lock while it waits for a key, so an abandoned
-        rendezvous must not share one with the next."""
-        import torch.distributed as dist
+        build: a waiting client must not hold up the next. ``address`` is the plan's
+        (the scheduler's host, port 0): the store is reached through this worker's own
+        connection to the scheduler, wherever that is."""
+        from ft_notebook.train.rank._store import ClusterStore
 
-        return dist.TCPStore(  # type: ignore[attr-defined]
-            address[0],
-            address[1],
-            None,
-            False,
-            timeout=datetime.timedelta(seconds=timeout_s or self.timeouts.rendezvous_s),
-        )
+        return ClusterStore(self.reporter.worker, timeout_s or self.timeouts.rendezvous_s)
 
     def leave(self) -> None:
         """The rank stops: retire the generation it is in."""
         if self.collectives.gen is not None:
-            self.collectives.gen.retire(self.timeouts.collective_s)
+            self.collectives.gen.retire(self.timeouts.collective_s, self.waker.take_abandoned())
         self.collectives.gen = None
 
 

@@ -10,11 +10,16 @@ Every collective is issued asynchronously and waited on with :func:`wait`, which
 returns when the work completes, raises :class:`PeerFailed` when it failed (on gloo
 about 10 ms after a peer is SIGKILLed) and :class:`Interrupted` as soon as the rank
 actor is woken by a newer plan (a peer that hangs never fails a collective). An
-abandoned collective keeps running in its group's own threads until the group's
-timeout: groups left behind are kept in :data:`GRAVEYARD` and dropped by a daemon
-thread later, never by the training thread. At interpreter exit the ones still kept
-are aborted and dropped while CUDA is still up: a ProcessGroupNCCL destroyed after
-the driver shut down terminates the worker process instead of letting it exit.
+abandoned collective keeps running in its group's own threads until it ends (its
+peers stop, or the group's timeout), and dropping the group joins those threads. So a
+retired generation's groups go to :data:`GRAVEYARD`, and a reaper thread, never the
+training thread, drops them once the collectives left on them have ended: at once
+when none were (a run that ended, a peer whose loss failed the collective), at the
+latest after the groups' timeout. Every gloo group holds a listener that accepts any
+local connection and keeps it until the group goes (issue 36): a retired group must
+not outlive its use. At interpreter exit the ones still kept are aborted and dropped
+while CUDA is still up: a ProcessGroupNCCL destroyed after the driver shut down
+terminates the worker process instead of letting it exit.
 
 While a generation trains, a background thread builds its *survivor groups*: one
 for every set of all ranks but one. When a single rank is lost the survivors switch
@@ -44,19 +49,46 @@ class PeerFailed(TrainingError):
     """A collective failed: a peer died or its connection broke."""
 
 
-#: Groups whose collectives may still be pending, kept alive until their timeout.
+#: Groups retired and not yet dropped, with the time by which they will be.
 GRAVEYARD: list[tuple[float, Any]] = []
 _GRAVEYARD_LOCK = threading.Lock()
+#: How often a reaper looks whether the collectives it waits for have ended.
+_REAP_POLL_S = 0.1
 
 
-def bury(group: Any, timeout_s: float) -> None:
-    """Keep ``group`` referenced until its pending work has surely timed out."""
+def bury(groups: list[Any], keep_s: float, pending: list[Any]) -> None:
+    """Drop ``groups`` on a reaper thread as soon as the ``pending`` work on them has
+    ended (at once when none is), at the latest after ``keep_s``, by which their
+    own timeout has ended it."""
+    deadline = time.monotonic() + keep_s
     with _GRAVEYARD_LOCK:
-        GRAVEYARD.append((time.monotonic() + timeout_s + 5.0, group))
-        due = [g for t, g in GRAVEYARD if t < time.monotonic()]
-        GRAVEYARD[:] = [(t, g) for t, g in GRAVEYARD if t >= time.monotonic()]
-    if due:  # dropping a group joins its threads: not on the training thread
-        threading.Thread(target=due.clear, name="ft-notebook-group-reaper", daemon=True).start()
+        GRAVEYARD.extend((deadline, g) for g in groups)
+    threading.Thread(
+        target=_reap,
+        args=([id(g) for g in groups], deadline, pending),
+        name="ft-notebook-group-reaper",
+        daemon=True,
+    ).start()
+
+
+def _reap(ids: list[int], deadline: float, pending: list[Any]) -> None:
+    quiet = threading.Event()  # never set: a wait that a poll can end
+    while pending and time.monotonic() < deadline:
+        if all(_ended(w) for w in pending):
+            break
+        quiet.wait(_REAP_POLL_S)
+    pending.clear()
+    with _GRAVEYARD_LOCK:
+        due = [g for _t, g in GRAVEYARD if id(g) in ids]
+        GRAVEYARD[:] = [(t, g) for t, g in GRAVEYARD if id(g) not in ids]
+    due.clear()  # dropping a group joins its threads: here, on the reaper's thread
+
+
+def _ended(work: Any) -> bool:
+    try:
+        return bool(work.is_completed())
+    except Exception:  # a work that cannot say has failed: it is over
+        return True
 
 
 @atexit.register  # Python's exit handlers run before CUDA's own (C) ones
@@ -77,6 +109,13 @@ class Waker:
     def __init__(self) -> None:
         self.event = threading.Event()
         self.interrupted: Callable[[], bool] = lambda: False
+        #: Collectives whose waits were interrupted while they ran (until taken).
+        self.abandoned: list[Any] = []
+
+    def take_abandoned(self) -> list[Any]:
+        """The collectives left running since the last call."""
+        abandoned, self.abandoned = self.abandoned, []
+        return abandoned
 
     def wait(self, work: Any, what: str) -> None:
         """Wait for ``work``; raise Interrupted or PeerFailed instead of blocking."""
@@ -89,6 +128,7 @@ class Waker:
             if fut.done() or work.is_completed():
                 break
             if self.interrupted():
+                self.abandoned.append(work)
                 raise Interrupted(what)
             self.event.wait(0.05)
         try:
@@ -179,9 +219,19 @@ class Generation:
     """This rank's view of one generation: its group, rank, world and survivor groups."""
 
     def __init__(
-        self, prefix: str, gen: int, members: tuple[str, ...], name: str, group: Any, backend: str
+        self,
+        prefix: str,
+        gen: int,
+        members: tuple[str, ...],
+        name: str,
+        group: Any,
+        backend: str,
+        stores: list[Any] | None = None,
     ) -> None:
         self.prefix, self.gen, self.members, self.name = prefix, gen, members, name
+        #: Stores our groups were made on: a store written in Python must outlive
+        #: them (torch keeps only its C++ half; calls then fail "Not implemented").
+        self.stores: list[Any] = list(stores or [])
         self.rank = members.index(name)
         self.world = len(members)
         self.group = group
@@ -196,6 +246,8 @@ class Generation:
         Every rank builds them in the same order (by the lost rank), so the members
         of each group meet in it whatever order they reach it in.
         """
+
+        self.stores.append(store)
 
         def build() -> None:
             try:
@@ -226,18 +278,21 @@ class Generation:
 
     def groups(self) -> list[Any]:
         """This generation's group and the survivor groups prepared so far."""
-        return [self.group, *self.survivors.values()]
+        return [g for g in (self.group, *self.survivors.values()) if g is not None]
 
-    def retire(self, timeout_s: float) -> None:
+    def retire(self, timeout_s: float, pending: list[Any]) -> None:
+        """Let this generation's groups go: once the ``pending`` collectives on them
+        (waits left by an interrupt) have ended, at once if none, and at the latest
+        after ``timeout_s``, the groups' own timeout."""
         groups = self.groups()
         self.survivors = {}
+        self.group = None
         if self.backend == "nccl":
             # a pending NCCL kernel spins on the GPU until its communicator is aborted
             # (aborting is NCCL's error handling that ends the communicator, not the
             # process); not on the training thread, as it may take a moment
             threading.Thread(target=_abort_all, args=(groups,), daemon=True).start()
-        for group in groups:
-            bury(group, timeout_s)
+        bury(groups, timeout_s + 5.0, pending)
 
 
 def abort_nccl(groups: list[Any]) -> None:

@@ -203,7 +203,7 @@ def test_a_snapshot_of_an_earlier_format_is_refused(
         m.setattr(_session, "FORMAT", 1)
         nb.run("x = [1, 2]")
     ns = {"x": "mine"}
-    with pytest.raises(SnapshotError, match=r"in format 1 .* reads format 2"):
+    with pytest.raises(SnapshotError, match=r"in format 1 .* reads format 3"):
         nb.session.restore(ns)
     assert ns == {"x": "mine"}
 
