@@ -388,7 +388,8 @@ def release(client: Client, key: str) -> list[str]:
 
 
 def rendezvous_address(client: Client) -> tuple[str, int]:
-    """Host and port of the cluster's rendezvous TCPStore (started on first call)."""
+    """Host of the cluster's rendezvous store and port 0: it has no port of its own
+    (ranks reach it through the scheduler, over the cluster's TLS connections)."""
     from ft_notebook.cluster._remote import scheduler_rendezvous
 
     host, port = client.run_on_scheduler(scheduler_rendezvous)

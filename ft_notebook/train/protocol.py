@@ -18,7 +18,7 @@ Plans and reports travel as plain JSON-able dicts (msgpack on the wire): nothing
 is ever unpickled, so a message cannot run code.
 
 A *generation* is one fixed set of ranks with its own process group. Its plan says
-how the group is made: ``form`` (a rendezvous on the cluster's TCPStore under a fresh
+how the group is made: ``form`` (a rendezvous in the cluster's store under a fresh
 prefix) or ``survive`` (switch to the group that generation ``base`` prepared
 without the one lost rank: no rendezvous).
 """
@@ -60,7 +60,7 @@ class RankOp(str, enum.Enum):
 class How(str, enum.Enum):
     """How a generation's process group is made."""
 
-    FORM = "form"  # a rendezvous on the cluster's TCPStore under a fresh prefix
+    FORM = "form"  # a rendezvous in the cluster's store under a fresh prefix
     SURVIVE = "survive"  # the group generation ``base`` prepared without the lost rank
 
 
