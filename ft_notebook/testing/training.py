@@ -142,6 +142,27 @@ def regression_problem(
     }
 
 
+def batchnorm_mlp() -> torch.nn.Module:
+    """8-16-2 with one BatchNorm1d: running statistics a lost worker must not move."""
+    return torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(), torch.nn.Linear(16, 2)
+    )
+
+
+def batchnorm_problem(size: int = 960, batch: int = 96, delay_s: float = 0.0) -> dict[str, Any]:
+    """A classification with BatchNorm and plain SGD (60 steps in 6 epochs)."""
+    g = torch.Generator().manual_seed(4321)
+    x = torch.randn(size, 8, generator=g) * 2 + 0.5
+    y = (x[:, 0] > x[:, 1]).long()
+    return {
+        "model": batchnorm_mlp,
+        "data": PacedDataset(x, y, delay_s=delay_s),
+        "optimizer": functools.partial(torch.optim.SGD, lr=0.1),
+        "loss": torch.nn.functional.cross_entropy,
+        "batch_size": batch,
+    }
+
+
 # ---- a problem with an accuracy to lose: handwritten digits
 
 

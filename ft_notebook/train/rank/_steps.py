@@ -81,7 +81,10 @@ class StepLoop:
             buffer = trainer.local_gradients(step, gen.rank, gen.world, plan.parts)
             self.reporter.set_phase(Phase.REDUCE)
             self.collectives.allreduce(buffer, "SUM", f"the gradient reduction of step {step}")
-            loss, ok = trainer.apply(trainer.reduce_rows(buffer))
+            stats = trainer.stats_table  # BatchNorm statistics per part: zeros but ours
+            if stats is not None:
+                self.collectives.allreduce(stats, "SUM", f"the BatchNorm statistics of step {step}")
+            loss, ok = trainer.apply(trainer.reduce_rows(buffer), stats)
             held.commit(step + 1)
             if first and gen.rank == 0:  # the coordinator times recoveries by this
                 report(ResumedData(synced_step=synced_step))

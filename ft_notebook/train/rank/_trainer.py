@@ -38,6 +38,7 @@ import numpy as np
 
 from ft_notebook._random import Stream
 from ft_notebook.train._sharding import DataCursor, epoch_order, split, split_chunks
+from ft_notebook.train.rank._batch_stats import BatchStats
 from ft_notebook.train.spec import FitSpec, steps_per_epoch
 
 
@@ -62,6 +63,11 @@ class Trainer:
         self.optimizer = spec.optimizer(self.params)
         self.scheduler = spec.lr_scheduler(self.optimizer) if spec.lr_scheduler else None
         self.numel = sum(p.numel() for p in self.params)
+        #: the BatchNorm layers, whose statistics a step applies in part order
+        self.batch_stats = BatchStats(self.model)
+        #: the newest step's BatchNorm statistics per slot, all-reduced like the
+        #: gradients (None: the model has no BatchNorm layer)
+        self.stats_table: Any = None
         self.steps_per_epoch = steps_per_epoch(self.size, spec.batch_size)
         self.total_steps = self.steps_per_epoch * spec.epochs
         self._order: tuple[int, np.ndarray] | None = None
@@ -122,16 +128,21 @@ class Trainer:
         indices = self.step_indices(step)
         n = len(indices)
         slices = self.slices(n, rank, world, parts)
+        table = self.stats_table = (
+            self.batch_stats.table(self.slot_count(n, world, parts), self.device)
+            if self.batch_stats
+            else None
+        )
         # first: the plain path's own buffer is the gradient views these passes reuse
         honest = self.honest_rows(indices, step, rank, world, parts) if knows_the_honest() else None
         if self.spec.aggregator is not None:
-            return self._own_row(indices, slices, step, rank, world, honest)
+            return self._own_row(indices, slices, step, rank, world, honest, table)
         share = sum(hi - lo for _, lo, hi in slices) / n
         if self.spec.deterministic:
             chunks = len(split_chunks(n, self.spec.chunk))
             rows = torch.zeros(chunks, self.numel + 1, dtype=torch.float64, device=self.device)
             for c, lo, hi in slices:
-                self._backward(indices[lo:hi], (hi - lo) / n, step, c, rows[c])
+                self._backward(indices[lo:hi], (hi - lo) / n, step, c, rows[c], _row(table, c))
                 rows[c, :-1] = sent(rows[c, :-1], world, honest, (hi - lo) / n)
             return rows
         if not self.spec.float64_sums or max(parts, world) <= 2:
@@ -142,7 +153,7 @@ class Trainer:
             flat = self._flat_gradients()
             loss = 0.0
             for slot, lo, hi in slices:
-                self._backward(indices[lo:hi], (hi - lo) / n, step, slot, flat)
+                self._backward(indices[lo:hi], (hi - lo) / n, step, slot, flat, _row(table, slot))
                 loss += float(flat[-1])  # each pass writes its own weighted loss there
             flat[-1] = loss
             flat[:-1] = sent(flat[:-1], world, honest, share)
@@ -152,7 +163,7 @@ class Trainer:
         total, written = self._total, False
         for part, lo, hi in slices:
             flat = self._flat_gradients()
-            self._backward(indices[lo:hi], (hi - lo) / n, step, part, flat)
+            self._backward(indices[lo:hi], (hi - lo) / n, step, part, flat, _row(table, part))
             if written:
                 total += flat
             else:
@@ -180,7 +191,7 @@ class Trainer:
             row = torch.zeros(self.numel, dtype=torch.float64, device=self.device)
             for slot, lo, hi in slices:
                 flat = self._flat_gradients()
-                self._backward(indices[lo:hi], (hi - lo) / samples, step, slot, flat)
+                self._backward(indices[lo:hi], (hi - lo) / samples, step, slot, flat, own=False)
                 row += flat[:-1]
             rows.append(row)
         return torch.stack(rows) if rows else None
@@ -193,6 +204,7 @@ class Trainer:
         rank: int,
         world: int,
         honest: Any = None,
+        table: Any = None,
     ) -> Any:
         """A robust aggregator's buffer (see :mod:`ft_notebook.train._robust`): this
         rank's mean gradient over its own samples (and its loss) in row ``rank``, zeros
@@ -207,7 +219,7 @@ class Trainer:
         row = rows[rank]
         for slot, lo, hi in slices:  # in slot order: the same sum wherever it runs
             flat = self._flat_gradients()
-            self._backward(indices[lo:hi], (hi - lo) / own, step, slot, flat)
+            self._backward(indices[lo:hi], (hi - lo) / own, step, slot, flat, _row(table, slot))
             row += flat
         row[:-1] = sent(row[:-1], world, honest)
         return rows
@@ -230,6 +242,14 @@ class Trainer:
         first, stop = split(parts, world)[rank]
         return [(p, *bounds[p]) for p in range(first, stop) if bounds[p][1] > bounds[p][0]]
 
+    def slot_count(self, n: int, world: int, parts: int = 0) -> int:
+        """How many slots :meth:`slices` numbers the ``n`` samples of a step into."""
+        if self.spec.deterministic:
+            return len(split_chunks(n, self.spec.chunk))
+        if not self.spec.float64_sums:
+            return world
+        return max(parts, world)
+
     def _flat_gradients(self) -> Any:
         """The zeroed flat buffer, with every parameter's ``.grad`` a view into it.
 
@@ -251,7 +271,20 @@ class Trainer:
             p.grad = view
         return self._flat
 
-    def _backward(self, indices: np.ndarray, weight: float, step: int, key: int, out: Any) -> None:
+    def _backward(
+        self,
+        indices: np.ndarray,
+        weight: float,
+        step: int,
+        key: int,
+        out: Any,
+        stats: Any = None,
+        *,
+        own: bool = True,
+    ) -> None:
+        """One part's backward pass into ``out``; its BatchNorm statistics into the
+        row ``stats``. ``own``: False for a pass computed for another rank's sake
+        (an attack that knows the honest gradients), which records nothing."""
         import torch
 
         # dropout and other randomness: keyed by step and chunk or part, not by rank
@@ -270,7 +303,7 @@ class Trainer:
         amp = self.spec.amp and self.device.type == "cuda"
         # the forward pass draws (dropout, augmentations); the backward replays its masks
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=amp)
-        with self.random.draws(seed), autocast:
+        with self.random.draws(seed), autocast, self.batch_stats.forward(stats, own=own):
             loss = self.loss_of(self.batch(indices))
         (loss * weight).backward()
         offset = 0
@@ -297,8 +330,10 @@ class Trainer:
             total += row
         return total
 
-    def apply(self, total: Any) -> tuple[float, bool]:
-        """Apply the summed gradient; returns (global mean loss, whether it was finite)."""
+    def apply(self, total: Any, stats: Any = None) -> tuple[float, bool]:
+        """Apply the summed gradient and the step's reduced BatchNorm statistics
+        (``stats``); returns (global mean loss, whether it was finite). A non-finite
+        step changes nothing, its statistics included."""
         import torch
 
         loss = float(total[-1])
@@ -323,6 +358,8 @@ class Trainer:
         self.optimizer.step()
         if self.scheduler is not None:
             self.scheduler.step()
+        if stats is not None:
+            self.batch_stats.apply(stats)
         return loss, True
 
     # ---- state
@@ -342,7 +379,11 @@ class Trainer:
     def drop_buffers(self) -> None:
         """Forget the gradient buffers: an abandoned collective (a newer plan, a
         failed peer) may still complete into one, so it must never be reused."""
-        self._flat = self._total = None
+        self._flat = self._total = self.stats_table = None
+
+
+def _row(table: Any, slot: int) -> Any:
+    return None if table is None else table[slot]
 
 
 def _to(items: Any, device: Any) -> Any:

@@ -59,11 +59,12 @@ class Verdict:
 
 
 def _tensors(trainer: Any) -> list[Any]:
-    """The state's tensors in a fixed order: parameters, then each parameter's
-    optimizer state by key."""
+    """The state's tensors in a fixed order: parameters, buffers (BatchNorm's running
+    statistics), then each parameter's optimizer state by key."""
     import torch
 
     tensors = [p.detach() for p in trainer.model.parameters()]
+    tensors += [b for b in trainer.model.buffers() if b is not None]
     for group in trainer.optimizer.param_groups:
         for p in group["params"]:
             state = trainer.optimizer.state.get(p, {})
@@ -94,7 +95,7 @@ def sampled_fingerprint(trainer: Any) -> Any:
     picks = [t.reshape(-1)[:: max(1, t.numel() // SAMPLES)] for t in _tensors(trainer)]
     if not picks:
         return torch.zeros(2, dtype=torch.float64)
-    flat = torch.cat([p.to(picks[0].device) for p in picks]).to(torch.float64)
+    flat = torch.cat([p.to(picks[0].device, torch.float64) for p in picks])
     where = torch.arange(1, len(flat) + 1, dtype=torch.float64, device=flat.device)
     return torch.nan_to_num(torch.stack([flat.sum(), (flat * where).sum()]), nan=_NAN)
 
