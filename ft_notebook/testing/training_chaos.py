@@ -25,7 +25,9 @@ runs many.
 from __future__ import annotations
 
 import functools
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +60,8 @@ TOLERANCE = 1e-4
 
 
 class DrillModel(torch.nn.Module):
-    """A ReLU MLP (32-128-128-4) and one counter per sample.
+    """A network (by default a ReLU MLP 32-128-128-4; ``net``: a factory of another,
+    see :mod:`~ft_notebook.testing.drill_models`) and one counter per sample.
 
     The counters are the optimizer's first parameter group: AdamW with betas (0, 0),
     eps 1e-30 and lr 1, whose update is exactly ``-lr * g / |g|`` for a non-zero
@@ -68,15 +71,25 @@ class DrillModel(torch.nn.Module):
     1e-3): a problem on which float32 sums taken in another order end percents apart.
     """
 
-    def __init__(self, samples: int, features: int = 32, hidden: int = 128) -> None:
+    def __init__(
+        self,
+        samples: int,
+        features: int = 32,
+        hidden: int = 128,
+        net: Callable[[], torch.nn.Module] | None = None,
+    ) -> None:
         super().__init__()
         self.counts = torch.nn.Parameter(torch.zeros(samples))
-        self.mlp = torch.nn.Sequential(
-            torch.nn.Linear(features, hidden),
-            torch.nn.ReLU(),
-            torch.nn.Linear(hidden, hidden),
-            torch.nn.ReLU(),
-            torch.nn.Linear(hidden, 4),
+        self.net = (
+            net()
+            if net is not None
+            else torch.nn.Sequential(
+                torch.nn.Linear(features, hidden),
+                torch.nn.ReLU(),
+                torch.nn.Linear(hidden, hidden),
+                torch.nn.ReLU(),
+                torch.nn.Linear(hidden, 4),
+            )
         )
 
 
@@ -89,12 +102,12 @@ def drill_optimizer(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
 
 def drill_step(model: DrillModel, batch: Any, loss: Any) -> torch.Tensor:
     x, y, index = batch
-    out: torch.Tensor = loss(model.mlp(x), y) - model.counts[index].mean()
+    out: torch.Tensor = loss(model.net(x), y) - model.counts[index].mean()
     return out
 
 
 def drill_mlp() -> torch.nn.Module:
-    return DrillModel(0).mlp
+    return DrillModel(0).net
 
 
 def drill_problem(
@@ -104,6 +117,7 @@ def drill_problem(
     seed: int = 7,
     *,
     counters: bool = True,
+    model: str = "mlp",
 ) -> dict[str, Any]:
     """Keyword arguments for ``ft.fit``: the model, data, optimizer and step of a drill.
 
@@ -111,7 +125,13 @@ def drill_problem(
     the undisturbed one (issue 17): 12,288 samples of 32 features with 4 random
     classes, a global batch of 96; trained for 2 epochs (256 steps).
     ``counters=False``: that run's own model, the bare MLP (no sample counters).
+    ``model``: ``"cnn"`` or ``"transformer"`` for the realistic problems of
+    :mod:`~ft_notebook.testing.drill_models` (the same samples, batch and steps).
     """
+    if model != "mlp":
+        from ft_notebook.testing.drill_models import realistic_problem
+
+        return {**realistic_problem(model, samples, delay_s), "seed": seed}
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(samples, 32, generator=g)
     y = torch.randint(0, 4, (samples,), generator=g)
@@ -161,13 +181,14 @@ def reference_weights(
 
 
 def final_weights(run: Any) -> list[torch.Tensor]:
-    """The MLP's parameters at the end of ``run`` (the counters left out)."""
+    """The network's whole state at the end of ``run``: parameters and buffers
+    (BatchNorm's running statistics), the counters left out."""
     return _weights(run.model())
 
 
 def _weights(model: torch.nn.Module) -> list[torch.Tensor]:
-    mlp = model.mlp if isinstance(model, DrillModel) else model
-    return [p.detach().clone() for p in mlp.parameters()]
+    net = model.net if isinstance(model, DrillModel) else model
+    return [t.detach().clone() for t in net.state_dict().values()]
 
 
 # ---- one drill
@@ -177,6 +198,8 @@ def _weights(model: torch.nn.Module) -> list[torch.Tensor]:
 class DrillResult:
     plan: FaultPlan
     state: str
+    #: The drill problem's model: "mlp", "cnn" or "transformer".
+    model: str = "mlp"
     #: (kind, step it struck at, victims); faults the run ended before are left out.
     struck: list[tuple[str, int, tuple[str, ...]]] = field(default_factory=list)
     #: Samples not used exactly once per epoch (counted by a :class:`DrillModel`).
@@ -185,6 +208,10 @@ class DrillResult:
     #: max |final - reference| / max |reference| over the MLP's parameters.
     distance: float = 0.0
     identical: bool = False
+    #: The eval_fn's values on the final model and on the undisturbed run's (the
+    #: realistic problems: accuracy or held-out loss); empty without an eval_fn.
+    metric: dict[str, float] = field(default_factory=dict)
+    reference_metric: dict[str, float] = field(default_factory=dict)
     #: Victims named neither in a recovery nor in a worker-lost event.
     unseen: list[str] = field(default_factory=list)
     recoveries: list[dict[str, Any]] = field(default_factory=list)
@@ -198,17 +225,31 @@ class DrillResult:
         return all(r.get("verified") for r in self.recoveries)
 
     @property
+    def metric_gap(self) -> float:
+        """The largest difference of an eval_fn value from the undisturbed run's."""
+        return max((abs(v - self.reference_metric[k]) for k, v in self.metric.items()), default=0.0)
+
+    @property
     def ok(self) -> bool:
         close = self.identical if self.plan.deterministic else self.distance <= TOLERANCE
+        same_metric = self.metric_gap == 0 if self.plan.deterministic else self.metric_gap <= 0.01
         counted = self.counts_off == 0
-        return self.state == "COMPLETED" and counted and close and not self.unseen and self.verified
+        return (
+            self.state == "COMPLETED"
+            and counted
+            and close
+            and same_metric
+            and not self.unseen
+            and self.verified
+        )
 
     def describe(self) -> str:
         faults = ", ".join(f"{k}@{s} on {'+'.join(v)}" for k, s, v in self.struck) or "none"
         return (
             f"{self.plan.describe()} -> {self.state}; struck: {faults}; "
             f"counts off: {self.counts_off}; distance {self.distance:.3g}"
-            f"{' (identical)' if self.identical else ''}; unseen: {self.unseen}; "
+            f"{' (identical)' if self.identical else ''}; metric {self.metric} "
+            f"(undisturbed {self.reference_metric}); unseen: {self.unseen}; "
             f"verified: {self.verified}; repairs: {self.repairs}; "
             f"recoveries: {[(r.get('how'), r.get('cause')) for r in self.recoveries]}"
         )
@@ -244,7 +285,7 @@ def run_drill(
         deterministic=plan.deterministic,
         **kw,
     )
-    result = DrillResult(plan, state="")
+    result = DrillResult(plan, state="", model=str(problem.get("model", "mlp")))
     for fault in plan.faults:
         victims = strike(client, run, fault)
         if victims is None:
@@ -262,15 +303,29 @@ def run_drill(
     weights = _weights(model)
     result.identical = all(torch.equal(a, b) for a, b in zip(weights, reference, strict=True))
     result.distance = distance(weights, reference)
+    if kw.get("eval_fn") is not None:
+        result.metric = kw["eval_fn"](model)
+        result.reference_metric = kw["eval_fn"](_with_weights(kw["model"](), reference))
     result.unseen = _unseen(client, result, since)
     result.seconds = time.monotonic() - started
     return result
 
 
 def distance(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
-    """max |a - b| over max |b|, over all the tensors together."""
-    scale = max(float(t.abs().max()) for t in b)
-    return max(float((x - y).abs().max()) for x, y in zip(a, b, strict=True)) / scale
+    """max |a - b| over max |b|, over the floating tensors together; infinite when an
+    integer tensor (a BatchNorm's ``num_batches_tracked``) differs at all."""
+    if any(not x.is_floating_point() and not torch.equal(x, y) for x, y in zip(a, b, strict=True)):
+        return math.inf
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if y.is_floating_point()]
+    scale = max(float(y.abs().max()) for _, y in pairs)
+    return max(float((x - y).abs().max()) for x, y in pairs) / scale
+
+
+def _with_weights(model: torch.nn.Module, weights: list[torch.Tensor]) -> torch.nn.Module:
+    """``model`` (a fresh drill model) holding the network state ``weights``."""
+    net = model.net if isinstance(model, DrillModel) else model
+    net.load_state_dict(dict(zip(net.state_dict(), weights, strict=True)))
+    return model
 
 
 def _all_workers(client: Any, n: int) -> None:

@@ -86,6 +86,44 @@ def test_a_random_fault_sequence_ends_where_the_undisturbed_run_does(
     assert result.ok, result.describe()
 
 
+@pytest.mark.parametrize(
+    ("model", "seed"),
+    [("cnn", 9), ("transformer", 2)],  # deterministic: a double kill, then rank 0; default: a kill
+)
+def test_realistic_models_end_where_the_undisturbed_run_does(
+    trio: Client, tmp_path: Path, model: str, seed: int
+) -> None:
+    """A CNN with BatchNorm, dropout and random augmentation on digits, and a causal
+    transformer with dropout on text read from disk, each with an LR schedule,
+    gradient clipping and an eval_fn: after random faults, the whole state_dict
+    (parameters and buffers) and the evaluation are the undisturbed run's (bit for
+    bit when deterministic); every sample counted once per epoch. The drills
+    benchmark runs many seeds of both."""
+    plan = draw_faults(seed, STEPS)
+    all_three(trio)
+    reference = reference_weights(
+        trio,
+        name=f"reference-{model}",
+        store=str(tmp_path / "references"),
+        deterministic=plan.deterministic,
+        model=model,
+        delay_s=0.0,
+    )
+    result = run_drill(
+        trio,
+        plan,
+        reference,
+        name=f"drill-{model}",
+        store=str(tmp_path / "drills"),
+        model=model,
+        delay_s=0.0,
+    )
+    assert result.struck, result.describe()
+    assert result.counted
+    assert result.metric.keys() == result.reference_metric.keys() != set()
+    assert result.ok, result.describe()
+
+
 def test_the_two_kills_that_showed_the_divergence_end_on_the_reference(
     trio: Client, tmp_path: Path
 ) -> None:
@@ -229,7 +267,7 @@ class _SlowToBuild(DrillModel):
         self.counts = torch.nn.Parameter(torch.zeros(samples))
         first = torch.nn.Linear(32, 128)
         time.sleep(0.2)
-        self.mlp = torch.nn.Sequential(
+        self.net = torch.nn.Sequential(
             first,
             torch.nn.ReLU(),
             torch.nn.Linear(128, 128),
