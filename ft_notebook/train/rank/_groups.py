@@ -13,8 +13,8 @@ actor is woken by a newer plan (a peer that hangs never fails a collective). An
 abandoned collective keeps running in its group's own threads until it ends (its
 peers stop, or the group's timeout), and dropping the group joins those threads. So a
 retired generation's groups go to :data:`GRAVEYARD`, and a reaper thread, never the
-training thread, drops them once the collectives left on them have ended: at once
-when none were (a run that ended, a peer whose loss failed the collective), at the
+training thread, drops them shortly after the collectives left on them have ended
+(none were: a run that ended, a peer whose loss failed the collective), at the
 latest after the groups' timeout. Every gloo group holds a listener that accepts any
 local connection and keeps it until the group goes (issue 36): a retired group must
 not outlive its use. At interpreter exit the ones still kept are aborted and dropped
@@ -54,12 +54,18 @@ GRAVEYARD: list[tuple[float, Any]] = []
 _GRAVEYARD_LOCK = threading.Lock()
 #: How often a reaper looks whether the collectives it waits for have ended.
 _REAP_POLL_S = 0.1
+#: How long a retired group is kept after its collectives have ended. Destroying a
+#: gloo group holds the GIL while it joins its threads and closes its pairs: dropped at
+#: once, the old generation's groups stalled the survivors' first steps, and a
+#: SIGKILL -> first step took 49-65 ms instead of 28-39 ms (3 workers, 10 kills each).
+#: Two seconds later the recovery is over, and the listeners still go soon (issue 36).
+_DROP_AFTER_S = 2.0
 
 
 def bury(groups: list[Any], keep_s: float, pending: list[Any]) -> None:
-    """Drop ``groups`` on a reaper thread as soon as the ``pending`` work on them has
-    ended (at once when none is), at the latest after ``keep_s``, by which their
-    own timeout has ended it."""
+    """Drop ``groups`` on a reaper thread :data:`_DROP_AFTER_S` after the ``pending``
+    work on them has ended (after the retire when none is), at the latest after
+    ``keep_s``, by which their own timeout has ended it."""
     deadline = time.monotonic() + keep_s
     with _GRAVEYARD_LOCK:
         GRAVEYARD.extend((deadline, g) for g in groups)
@@ -78,6 +84,7 @@ def _reap(ids: list[int], deadline: float, pending: list[Any]) -> None:
             break
         quiet.wait(_REAP_POLL_S)
     pending.clear()
+    quiet.wait(max(0.0, min(_DROP_AFTER_S, deadline - time.monotonic())))
     with _GRAVEYARD_LOCK:
         due = [g for _t, g in GRAVEYARD if id(g) in ids]
         GRAVEYARD[:] = [(t, g) for t, g in GRAVEYARD if id(g) not in ids]
