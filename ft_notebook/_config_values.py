@@ -146,6 +146,14 @@ def positive_number(section: Mapping[str, Any], key: str) -> float:
     raise ConfigError(f"ft-notebook.{key}", value, expected="a positive number")
 
 
+def rate(section: Mapping[str, Any], key: str) -> float:
+    """A number >= 0 (0: no limit)."""
+    value = _get(section, key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    raise ConfigError(f"ft-notebook.{key}", value, expected="a number >= 0 (0: no limit)")
+
+
 def positive_int(section: Mapping[str, Any], key: str) -> int:
     value = _get(section, key)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
@@ -186,6 +194,51 @@ def count(section: Mapping[str, Any], key: str) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     raise ConfigError(f"ft-notebook.{key}", value, expected="a whole number >= 0")
+
+
+def size(section: Mapping[str, Any], key: str) -> int:
+    """A number of bytes: an int, or a string such as ``"256 MiB"``."""
+    parsed = _bytes(_get(section, key))
+    if parsed is None:
+        raise ConfigError(f"ft-notebook.{key}", _get(section, key), expected="a size: '1 MiB'")
+    return parsed
+
+
+def size_or_auto(section: Mapping[str, Any], key: str) -> int | None:
+    """:func:`size`, or ``"auto"`` (None): the reader works it out."""
+    value = _get(section, key)
+    if value == "auto":
+        return None
+    parsed = _bytes(value)
+    if parsed is None:
+        raise ConfigError(f"ft-notebook.{key}", value, expected="a size ('256 MiB') or 'auto'")
+    return parsed
+
+
+#: Byte units, as Dask reads them (its parser is not imported: reading the config
+#: must stay cheap, and the kernel imports no Dask for %load_ext).
+_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+
+
+def _bytes(value: Any) -> int | None:
+    """A positive number of bytes from an int or ``"<number> <unit>"`` (kB, MiB...)."""
+    import re
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value > 0 else None
+    if not isinstance(value, str):
+        return None
+    match = re.fullmatch(r"\s*([0-9.]+)\s*(?:([kmgt])(i?)b?|(b?))\s*", value, re.IGNORECASE)
+    if match is None:
+        return None
+    try:
+        number = float(match[1])
+    except ValueError:
+        return None
+    prefix = (match[2] or "").lower()
+    unit = 1024 ** "bkmgt".index(prefix) if match[3] and prefix else _UNITS[prefix]
+    parsed = int(number * unit)
+    return parsed if parsed > 0 else None
 
 
 def fraction(section: Mapping[str, Any], key: str) -> float:

@@ -58,6 +58,9 @@ DEFAULTS = {
             "breaker-open": "1s",
             "max-queue": 256,
             "warmup-timeout": "300s",
+            "max-request-bytes": "auto",
+            "hedge-max-bytes": "1 MiB",
+            "fallback-rate": 1000,
         },
         "server": {
             "chaos-actions": False,

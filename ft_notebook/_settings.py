@@ -102,6 +102,10 @@ class ServeConfig:
     breaker_open_s: float
     max_queue: int
     warmup_timeout_s: float
+    #: None: "auto", a 32nd of the smallest worker's memory limit (see serve())
+    max_request_bytes: int | None
+    hedge_max_bytes: int
+    fallback_rate: float
 
 
 @dataclass(frozen=True)

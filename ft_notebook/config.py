@@ -108,6 +108,9 @@ def load_config() -> FTConfig:
             breaker_open_s=read.duration(s, "serve.breaker-open"),
             max_queue=read.positive_int(s, "serve.max-queue"),
             warmup_timeout_s=read.duration(s, "serve.warmup-timeout"),
+            max_request_bytes=read.size_or_auto(s, "serve.max-request-bytes"),
+            hedge_max_bytes=read.size(s, "serve.hedge-max-bytes"),
+            fallback_rate=read.rate(s, "serve.fallback-rate"),
         ),
     )
 

@@ -129,6 +129,19 @@ class InputRejected(ServeError, ValueError):
     """The model raised on this input: the caller's error, not retried elsewhere."""
 
 
+class RequestTooLarge(InputRejected):
+    """A request over the service's ``max_request_bytes``, refused before it was sent."""
+
+
+class PoisonRequest(ServeError):
+    """Two replicas were lost or failed under the same request: it is not sent to a
+    third, and fails alone (the input may be what takes replicas down)."""
+
+
+class ServiceClosed(ServeError):
+    """The service was closed (or this handle detached) before the call."""
+
+
 class EventError(FTError):
     """An event could not be encoded or decoded."""
 

@@ -65,6 +65,8 @@ class Slot:
     since: float = field(default_factory=time.time)
     cause: str = ""
     tries: int = 0  # failed starts in a row on a live worker
+    #: its model raised on every call of late (what the replica told), "" otherwise
+    failing: str = ""
 
     def row(self, service: str) -> dict[str, Any]:
         return {
@@ -76,6 +78,7 @@ class Slot:
             "incarnation": self.incarnation,
             "since": self.since,
             "cause": self.cause,
+            "failing": self.failing,
         }
 
 
@@ -216,6 +219,16 @@ class ServiceCoordinator(SchedulerPlugin):
         self.control.release(f"service:{name}")
         return {"name": name, "closed": True}
 
+    def failing(self, name: str, replica: str, incarnation: str, error: str) -> dict[str, Any]:
+        """A replica's model raises on every call (``error``), or answers again ("")."""
+        service = self._get(name)
+        slot = service.slots.get(int(replica.rsplit("/", 1)[1]))
+        if slot is not None and slot.incarnation == incarnation and slot.failing != error:
+            slot.failing = error
+            told = f"replica {replica}: {error}" if error else f"replica {replica} answers again"
+            self._changed(service, told)
+        return service.table()
+
     def _get(self, name: str) -> Service:
         service = self.services.get(name)
         if service is None:
@@ -341,9 +354,13 @@ class ServiceCoordinator(SchedulerPlugin):
 
     def _changed(self, service: Service, reason: str = "") -> None:
         service.version += 1
-        ready = sum(1 for s in service.slots.values() if s.state is ReplicaState.READY)
-        health = tier_of(ready, service.wanted)
-        summary = f"{ready} of {service.wanted} replicas ready"
+        ready = [s for s in service.slots.values() if s.state is ReplicaState.READY]
+        health = tier_of(len(ready), service.wanted)
+        summary = f"{len(ready)} of {service.wanted} replicas ready"
+        failing = [s for s in ready if s.failing]
+        if failing:  # up, but its model raises on every call: not HEALTHY
+            health = Health.DEGRADED
+            summary += f", {len(failing)} failing every call ({failing[0].failing})"
         why = f"{summary}: {reason}" if reason else summary
         if health is not service.health:
             self._publish(service, HealthChanged(health, service.health, why))
@@ -372,4 +389,5 @@ ACTIONS: dict[ServiceAction, Callable[..., Any]] = {
     ServiceAction.NAMES: ServiceCoordinator.names,
     ServiceAction.SCALE: ServiceCoordinator.scale,
     ServiceAction.REMOVE: ServiceCoordinator.remove,
+    ServiceAction.FAILING: ServiceCoordinator.failing,
 }

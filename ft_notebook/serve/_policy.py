@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import collections
 import enum
+import threading
 import time
+from typing import Any
 
 from ft_notebook.events import Health
 
@@ -94,6 +96,27 @@ class Budget:
         return True
 
 
+class Pace:
+    """At most ``rate`` calls a second (0: no limit), from any thread: :meth:`delay`
+    books the caller's turn and says how long to wait for it. The fallback answers at
+    this pace: at ~60,000 answers a second it took the CPU that the workers restarting
+    under it needed (every worker killed: replicas back in 12.1 s instead of 9.8 s)."""
+
+    def __init__(self, rate: float) -> None:
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def delay(self) -> float:
+        if not self.interval:
+            return 0.0
+        with self._lock:
+            now = time.monotonic()
+            turn = max(now, self._next)
+            self._next = turn + self.interval
+        return turn - now
+
+
 class Latencies:
     """The newest ``size`` latencies of successful calls, in seconds."""
 
@@ -111,3 +134,24 @@ class Latencies:
             return None
         ordered = sorted(self._window)
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def request_bytes(x: Any) -> int:
+    """What a request weighs, measured in the caller before it is sent: the bytes of
+    its arrays and tensors (nested in lists, tuples and dicts), else Dask's estimate."""
+    if hasattr(x, "element_size") and hasattr(x, "numel"):  # a torch tensor
+        return int(x.element_size() * x.numel())
+    if isinstance(x, (list, tuple)):
+        return sum(request_bytes(v) for v in x)
+    if isinstance(x, dict):
+        return sum(request_bytes(v) for v in x.values())
+    from dask.sizeof import sizeof
+
+    return int(sizeof(x))
+
+
+def shown_bytes(n: int) -> str:
+    """``n`` bytes as a person reads them (``'1.02 GB'``)."""
+    from dask.utils import format_bytes
+
+    return str(format_bytes(n))

@@ -27,6 +27,8 @@ class ServiceAction(str, enum.Enum):
     NAMES = "names"  # -> every service: name, health, wanted, created
     SCALE = "scale"  # name, replicas -> the table
     REMOVE = "remove"  # name -> {"name": name, "closed": True}
+    #: from a replica's worker: name, replica, incarnation, error ("" when it answers again)
+    FAILING = "failing"
 
 
 class ReplicaState(str, enum.Enum):

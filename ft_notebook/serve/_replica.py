@@ -7,8 +7,11 @@ the worker's event loop and return at once: the model is built and called in the
 replica's own thread, so a long model call stops neither the worker's heartbeats nor
 the replica's pings (a busy replica is slow, not dead; a hung process answers nothing).
 
-An exception the model raises is the caller's (``rejected``: the input was wrong);
-only running out of memory counts against the replica (``failed``).
+An exception the model raises is the caller's (``rejected``: the input was wrong),
+running out of memory on the input included. But a model that raises on
+:data:`FAILING_AFTER` calls in a row, whoever sent them, is broken, not its inputs: the
+replica tells the service coordinator, which makes the service DEGRADED with the
+error, until a call succeeds again.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ PLUGIN_NAME = "ft-notebook-replicas"
 #: Replicas of this worker process, by key ("service/index").
 _REPLICAS: dict[str, Replica] = {}
 _LOCK = threading.Lock()
+#: Calls in a row the model raised on, with no success between, that make a replica failing.
+FAILING_AFTER = 10
+#: This process's worker (the plugin's setup), to tell the scheduler of a failing model.
+_WORKER: list[Any] = []
 
 
 class Replica:
@@ -40,6 +47,8 @@ class Replica:
         self.state, self.error = "warming", ""
         self.started, self.warmup_s = time.time(), 0.0
         self.inflight = self.served = 0
+        #: calls the model raised on since its last success, and whether that was told
+        self.failures, self.told_failing = 0, False
         self.model: Any = None
         self.device: Any = None
         self.slow_s, self.slow_fraction = 0.0, 0.0
@@ -84,10 +93,14 @@ class Replica:
             loop = asyncio.get_running_loop()
             y = await loop.run_in_executor(self.executor, self._call, x)
         except MemoryError as e:
-            return {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+            # the caller's: this input needs more memory than the replica has; the
+            # replica is fine (if it dies after all, the router sees it lost)
+            return {
+                "status": "rejected",
+                "error": f"{type(e).__name__}: {e} (the model ran out of memory on this input)",
+            }
         except Exception as e:
-            if type(e).__name__ == "OutOfMemoryError":  # torch.cuda's, without importing it
-                return {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+            self._failed(f"{type(e).__name__}: {e}")
             return {
                 "status": "rejected",
                 "error": f"{type(e).__name__}: {e}",
@@ -96,7 +109,34 @@ class Replica:
         finally:
             self.inflight -= 1
         self.served += 1
+        if self.told_failing:
+            self._tell("")
+        self.failures, self.told_failing = 0, False
         return {"status": "OK", "y": to_serialize(y)}
+
+    def _failed(self, error: str) -> None:
+        self.failures += 1
+        if self.failures >= FAILING_AFTER and not self.told_failing:
+            self.told_failing = True
+            self._tell(f"the model raised on its last {self.failures} calls ({error[:300]})")
+
+    def _tell(self, error: str) -> None:
+        """Tell the coordinator this replica's model fails every call ("": no more)."""
+        if not _WORKER:
+            return
+        from ft_notebook.serve._protocol import SCHEDULER_HANDLER, ServiceAction
+
+        name = self.key.rsplit("/", 1)[0]
+        handler = getattr(_WORKER[0].scheduler, SCHEDULER_HANDLER)
+        call = handler(
+            action=ServiceAction.FAILING.value,
+            name=name,
+            replica=self.key,
+            incarnation=self.incarnation,
+            error=error,
+        )
+        task = asyncio.ensure_future(call)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -218,6 +258,7 @@ class ReplicaHandlers(WorkerPlugin):
 
     def setup(self, worker: Any) -> None:
         worker.handlers.update(_HANDLERS)
+        _WORKER[:] = [worker]
 
     def teardown(self, worker: Any) -> None:
         for key in list(_REPLICAS):

@@ -152,6 +152,21 @@ class Rotation:
                 if view.ping is None:
                     view.ping = asyncio.ensure_future(self._ping(view))
 
+    async def answers(self, view: ReplicaView) -> bool:
+        """Whether ``view``'s replica answers a ping now, ready, within the health
+        timeout (one ping, outside the health loop)."""
+        try:
+            found = await asyncio.wait_for(
+                self.client.rpc(view.address).ft_serve_ping(key=view.key),
+                self.settings.health_timeout_s,
+            )
+        except Exception:
+            return False
+        return bool(
+            found.get("incarnation") == view.incarnation
+            and found.get("state") == ReplicaState.READY
+        )
+
     async def _ping(self, view: ReplicaView) -> None:
         try:
             found = await asyncio.wait_for(

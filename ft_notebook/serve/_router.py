@@ -4,9 +4,13 @@ It runs on the Dask client's event loop, in the caller's process, and talks to t
 replicas' workers directly. Which replicas it may send to, and the tier they make, is
 its :class:`~._rotation.Rotation`'s. Per request:
 
-    admit (or Overloaded at once) ─► least outstanding replica whose breaker allows it
-      ─► no answer after the observed p95: hedge to a second replica (budgeted)
-      ─► the replica fails under it: re-send to another (budgeted, ``retries``)
+    admit (or Overloaded, RequestTooLarge, ServiceClosed at once)
+      ─► least outstanding replica whose breaker allows it
+      ─► no answer after the observed p95: hedge to a second replica (budgeted; never
+         a request over ``hedge_max_bytes``)
+      ─► the replica fails under it: re-send to another (budgeted, ``retries``); a
+         second replica lost under it while another still answers: PoisonRequest,
+         never a third
       ─► no replica can: the fallback answers (tier FALLBACK), else ServiceUnavailable
       ─► the deadline passes: DeadlineExceeded
 
@@ -26,8 +30,16 @@ from typing import Any
 from distributed.protocol.serialize import to_serialize
 
 from ft_notebook.events import Health
-from ft_notebook.exceptions import DeadlineExceeded, InputRejected, Overloaded, ServiceUnavailable
-from ft_notebook.serve._policy import Budget, Latencies
+from ft_notebook.exceptions import (
+    DeadlineExceeded,
+    InputRejected,
+    Overloaded,
+    PoisonRequest,
+    RequestTooLarge,
+    ServiceClosed,
+    ServiceUnavailable,
+)
+from ft_notebook.serve._policy import Budget, Latencies, Pace, request_bytes, shown_bytes
 from ft_notebook.serve._rotation import ReplicaView, Rotation
 
 #: Successful calls seen before hedging starts: a p95 of fewer means little.
@@ -69,6 +81,7 @@ class Router:
         # replica holds several): each bucket holds a few tokens
         self.retry_budget = Budget(settings.retry_budget, burst=10)
         self.hedge_budget = Budget(settings.hedge_budget, burst=5)
+        self.fallback_pace = Pace(settings.fallback_rate)
         self.counts = dict(
             requests=0, answered=0, fallback=0, retries=0, hedges=0, shed=0, failed=0
         )
@@ -153,6 +166,14 @@ class Router:
         task.add_done_callback(view.attempts.discard)
         return task
 
+    def check_open(self) -> None:
+        if self.closed:
+            raise ServiceClosed(
+                f"Service {self.name!r} was closed (or this handle detached): no call "
+                f"goes through it any more. ft.service({self.name!r}) attaches to it if it "
+                f"still runs; ft.serve(...) starts it again."
+            )
+
     async def call(
         self,
         x: Any,
@@ -162,6 +183,17 @@ class Router:
         hedge: bool = True,
     ) -> Answer:
         s = self.settings
+        self.check_open()
+        size = request_bytes(x)
+        if s.max_request_bytes is not None and size > s.max_request_bytes:
+            self.counts["failed"] += 1
+            raise RequestTooLarge(
+                f"A request of {shown_bytes(size)} to service {self.name!r} is over its "
+                f"max_request_bytes ({shown_bytes(s.max_request_bytes)}): refused before "
+                f"it was sent, so no replica ran out of memory on it. Send it in smaller "
+                f"batches, or raise the limit (ft.serve(..., max_request_bytes=...), or "
+                f"ft-notebook.serve.max-request-bytes)."
+            )
         if self.outstanding >= s.max_queue:
             self.counts["shed"] += 1
             raise Overloaded(
@@ -179,18 +211,20 @@ class Router:
                 time.monotonic(),
                 s.deadline_s if deadline_s is None else deadline_s,
                 s.retries if retries is None else retries,
-                hedge,
+                hedge and size <= s.hedge_max_bytes,
+                size,
             )
         finally:
             self.outstanding -= 1
 
     async def _route(
-        self, x: Any, started: float, deadline_s: float, retries: int, hedge: bool
+        self, x: Any, started: float, deadline_s: float, retries: int, hedge: bool, size: int
     ) -> Answer:
         deadline = started + deadline_s
         pending: dict[asyncio.Task[Any], ReplicaView] = {}
         tried: set[str] = set()
         used_retries, errors = 0, []
+        lost_under: list[str] = []  # replicas lost or failed while they had it
         hedged = considered = False  # a hedge sent; the hedge time passed (one per request)
         while True:
             if not pending:
@@ -238,9 +272,9 @@ class Router:
                         loser.cancel()
                     self.counts["failed"] += 1
                     raise InputRejected(
-                        f"The model of service {self.name!r} raised on this input "
-                        f"(replica {view.key}): {reply['error']}. Not retried: fix the input.\n"
-                        f"{reply.get('traceback', '')}".rstrip()
+                        f"The model of service {self.name!r} raised on this input of "
+                        f"{shown_bytes(size)} (replica {view.key}): {reply['error']}. Not "
+                        f"retried: fix the input.\n{reply.get('traceback', '')}".rstrip()
                     )
                 tried.add(view.key)
                 errors.append(f"{view.key}: {why}")
@@ -248,12 +282,38 @@ class Router:
                 if view.breaker.failed(why, at_once=at_once):
                     self.rotation.eject(view, why)
                 self.rotation.retier(f"replica {view.key} failed: {why}")
+                if not why.startswith("not-ready"):  # not ready: it never ran the request
+                    lost_under.append(view.key)
+                if len(lost_under) >= 2 and await self._others_answer(tried):
+                    for loser in pending:
+                        loser.cancel()
+                    self.counts["failed"] += 1
+                    raise PoisonRequest(
+                        f"A request of {shown_bytes(size)} to service {self.name!r} lost "
+                        f"two replicas, {lost_under[0]} and {lost_under[1]} "
+                        f"({'; '.join(errors[-2:])}): "
+                        f"it was not sent to a third. The input may be what takes them down "
+                        f"(too large for the model's memory, or a crash on it); the other "
+                        f"requests go on."
+                    )
             if not pending:
                 if used_retries >= retries or not self.retry_budget.take():
                     break
                 used_retries += 1
                 self.counts["retries"] += 1
         return await self._no_replica(x, started, used_retries, hedged, errors)
+
+    async def _others_answer(self, tried: set[str]) -> bool:
+        """After a second replica lost under one request: does a replica it was not
+        sent to answer now? Then the input is the likely cause (a PoisonRequest). When
+        none does, the replicas are going down together (their workers killed, the
+        machine short of memory), and the request goes the usual way: re-sent, or to
+        the fallback."""
+        others = [v for k, v in self.views.items() if k not in tried]
+        if not others:
+            return False
+        answers = await asyncio.gather(*(self.rotation.answers(v) for v in others))
+        return any(answers)
 
     def _outcome(self, task: asyncio.Task[Any]) -> tuple[dict[str, Any] | None, str, bool]:
         if task.cancelled():
@@ -297,6 +357,7 @@ class Router:
                 f"fallback. svc.status() shows the replicas; ft.serve(..., fallback=f) "
                 f"answers with f meanwhile."
             )
+        await asyncio.sleep(self.fallback_pace.delay())
         loop = asyncio.get_running_loop()
         value = await loop.run_in_executor(None, self.fallback, x)
         self.counts["fallback"] += 1
@@ -313,6 +374,7 @@ class Router:
         if self.fallback is None or self.tier is not Health.FALLBACK or self.closed:
             return None
         started = time.monotonic()
+        time.sleep(self.fallback_pace.delay())  # the restarting workers need the CPU
         value = self.fallback(x)
         self.client.loop.add_callback(self._counted_fallback)
         return Answer(value, None, Health.FALLBACK, 0, False, time.monotonic() - started)

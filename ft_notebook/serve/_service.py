@@ -32,6 +32,9 @@ ROUTING_OPTIONS = (
     "breaker_failures",
     "breaker_open_s",
     "warmup_timeout_s",
+    "max_request_bytes",
+    "hedge_max_bytes",
+    "fallback_rate",
 )
 
 
@@ -54,7 +57,8 @@ def serve(
     answers, here in the caller, when no replica can. ``routing`` overrides the
     ``ft-notebook.serve`` settings: ``deadline_s``, ``retries``, ``hedge_budget``,
     ``max_queue``, ``health_interval_s``, ``health_timeout_s``, ``breaker_failures``,
-    ``breaker_open_s``, ``warmup_timeout_s``.
+    ``breaker_open_s``, ``warmup_timeout_s``, ``max_request_bytes`` (larger requests
+    are refused at once), ``hedge_max_bytes`` (larger ones are never hedged).
 
     Raises:
         ServeError: bad arguments, a service of this name runs, or the model could
@@ -81,6 +85,10 @@ def serve(
         raise NoWorkers(
             "The cluster has no workers to put replicas on. Start some (ft.cluster("
             "workers=2) for your own cluster) and call serve again."
+        )
+    if settings.max_request_bytes is None:
+        settings = dataclasses.replace(
+            settings, max_request_bytes=auto_request_bytes(client.scheduler_info(n_workers=-1))
         )
     install(client)
     table = client.sync(
@@ -135,6 +143,7 @@ class Service:
         self.router: Router = Router(client, name, settings, fallback, wanted)
         client.sync(self.router.start)
         self._subscription = _follow(client, name, self.router)
+        self._removed = False  # close() went through: a second one does nothing
 
     # -- answers
 
@@ -144,6 +153,7 @@ class Service:
 
     def call(self, x: Any, **options: Any) -> Answer:
         """The answer to ``x`` with where it came from: replica, tier, retries, hedged."""
+        self.router.check_open()
         # with no replica in rotation the fallback answers here, in this thread
         answer = self.router.fallback_here(x)
         if answer is None:
@@ -242,9 +252,13 @@ class Service:
             time.sleep(0.02)  # waiting on remote warm-up; the table says when it is done
 
     def close(self) -> None:
-        """Stop the service on the cluster (every caller's replicas go)."""
+        """Stop the service on the cluster (every caller's replicas go). Calls through
+        this handle then raise ServiceClosed; closing again does nothing."""
+        if self._removed:
+            return
         self.detach()
         self._ask(ServiceAction.REMOVE)
+        self._removed = True
 
     def detach(self) -> None:
         """Stop routing from here; the service goes on for its other callers."""
@@ -308,6 +322,19 @@ def install(client: Any) -> None:
     install_plugins(client)
     client.register_plugin(ReplicaHandlers())
     client.register_plugin(ServiceCoordinator())
+
+
+def auto_request_bytes(info: dict[str, Any]) -> int:
+    """``max-request-bytes: auto``: a 32nd of the smallest worker's memory limit (of
+    this machine's memory shared by the workers, where they have no limit), at least
+    1 MiB. A model's intermediates are many times its input: a 1 GB request took every
+    replica of a small MLP down, each worker in turn restarted by its memory limit."""
+    import psutil
+
+    workers = list(info.get("workers", {}).values())
+    limits = [int(w["memory_limit"]) for w in workers if w.get("memory_limit")]
+    memory = min(limits) if limits else psutil.virtual_memory().total // max(1, len(workers))
+    return max(2**20, memory // 32)
 
 
 def _setting_names() -> set[str]:

@@ -11,7 +11,8 @@ thin and this module testable::
 
     FTError
      └── ApiError (status)
-          ├── BadRequest   400  a malformed name, topic, number or action
+          ├── BadRequest   400  a malformed name, topic, number or action; an input the
+          │                     model rejects, or one that lost two replicas (poison)
           ├── Refused      403  chaos actions while they are turned off
           ├── NotFound     404  no such cluster, worker or service
           ├── TooMany      429  a service's queue is full (Overloaded)
@@ -202,6 +203,7 @@ class ResilienceManager:
             DeadlineExceeded,
             InputRejected,
             Overloaded,
+            PoisonRequest,
             ServeError,
             ServiceUnavailable,
         )
@@ -210,7 +212,7 @@ class ResilienceManager:
         with self._client(name) as client:
             try:
                 return self._routers.predict(client, name, service_name, body)
-            except (InputRejected, ValueError) as e:
+            except (InputRejected, PoisonRequest, ValueError) as e:
                 raise BadRequest(str(e)) from e
             except Overloaded as e:
                 raise TooMany(str(e)) from e

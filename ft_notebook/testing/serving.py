@@ -113,3 +113,52 @@ def closed_loop(
     for thread in fired:
         thread.join(60)
     return result
+
+
+#: A first input value that makes :func:`poisoned_mlp` kill its own worker process.
+POISON = 12345.0
+#: A first input value on which :func:`poisoned_mlp` raises MemoryError.
+HUNGRY = -12345.0
+
+
+def poisoned_mlp() -> Any:
+    """``small_mlp``, except on two inputs: one whose first value is :data:`POISON`
+    kills the worker process computing it (a crash on the input, as a native library
+    can), one whose first value is :data:`HUNGRY` raises MemoryError."""
+    import os
+    import signal
+
+    import torch
+
+    class Poisoned(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = small_mlp()
+
+        def forward(self, x: Any) -> Any:
+            first = float(x.reshape(-1)[0])
+            if first == POISON:
+                os.kill(os.getpid(), signal.SIGKILL)
+            if first == HUNGRY:
+                raise MemoryError("Unable to allocate 61.0 GiB for an array")
+            return self.inner(x)
+
+    return Poisoned()
+
+
+def deployed_broken_mlp() -> Any:
+    """A model that passes its health check (an input of zeros) and raises on every
+    other input: broken after deployment, whoever calls it."""
+    import torch
+
+    class Broken(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = small_mlp()
+
+        def forward(self, x: Any) -> Any:
+            if bool(x.any()):
+                raise ValueError("weights file truncated: layer 2 has no bias")
+            return self.inner(x)
+
+    return Broken()

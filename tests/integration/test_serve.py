@@ -26,8 +26,12 @@ from ft_notebook.runfold import ServiceView
 from ft_notebook.serve._chaos import slow_replica
 from ft_notebook.testing import poll_for, training_cluster
 from ft_notebook.testing.serving import (
+    HUNGRY,
+    POISON,
     closed_loop,
+    deployed_broken_mlp,
     inputs,
+    poisoned_mlp,
     popularity,
     slowly_built_mlp,
     small_mlp,
@@ -263,6 +267,82 @@ def test_bad_input_is_the_callers_error_and_costs_the_replicas_nothing(serving) 
     assert {r["breaker"] for r in status["replicas"]} == {"CLOSED"}
     assert sum(r["errors"] for r in status["replicas"]) == 0
     assert svc.call(torch.zeros(1, 32)).tier is Health.HEALTHY
+
+
+@pytest.mark.chaos
+def test_a_poison_request_takes_two_replicas_at_most_and_fails_alone(serving, trio) -> None:
+    """An input that kills the process computing it was re-sent replica after replica
+    until all three were gone (ServiceUnavailable, or the fallback). Now it is re-sent
+    once: the second loss makes it a PoisonRequest, the third replica never sees it,
+    and the others' calls go on."""
+    svc = serving("poisoned", model=poisoned_mlp, fallback=popularity)
+    before = trio.run(os.getpid)  # worker address -> pid
+    x = torch.zeros(2, 32)
+    x[0, 0] = POISON
+    with pytest.raises(ft.PoisonRequest, match="lost two replicas") as caught:
+        svc.call(x)
+    assert "256 B" in str(caught.value)
+    answer = svc.call(torch.ones(2, 32))  # the replica left answers, not the fallback
+    assert answer.replica is not None
+    torch.testing.assert_close(answer.value, expected(torch.ones(2, 32)), rtol=1e-5, atol=1e-6)
+    poll_for(
+        lambda: len(trio.scheduler_info(n_workers=-1)["workers"]) == 3,
+        timeout=90,
+        what="the two killed workers restarted",
+    )
+    after = trio.run(os.getpid)
+    kept = [a for a, pid in before.items() if after.get(a) == pid]
+    assert len(before) - len(kept) == 2, (before, after)  # exactly two processes died
+
+
+def test_a_model_out_of_memory_on_an_input_is_the_callers_error(serving) -> None:
+    svc = serving("hungry", model=poisoned_mlp)
+    x = torch.zeros(2, 32)
+    x[0, 0] = HUNGRY
+    for _ in range(5):  # more than breaker_failures: a replica failure would open one
+        with pytest.raises(ft.InputRejected, match=r"input of 256 B .*ran out of memory"):
+            svc.call(x)
+    status = svc.router.status()
+    assert status["retries"] == 0
+    assert status["hedges"] == 0
+    assert {r["breaker"] for r in status["replicas"]} == {"CLOSED"}
+
+
+def test_a_model_that_raises_on_every_call_makes_the_service_degraded_until_it_answers(
+    serving, trio
+) -> None:
+    """Each call's error is the caller's, but a model that raised on every call of every
+    caller stayed HEALTHY for ever. 10 in a row on a replica make the service DEGRADED
+    with the error, for every view (its table, its events); an answer ends it."""
+    svc = serving("broken", model=deployed_broken_mlp)
+    for _ in range(36):
+        with pytest.raises(ft.InputRejected, match="weights file truncated"):
+            svc.call(torch.ones(2, 32))
+    poll_for(lambda: svc.health is Health.DEGRADED, timeout=10, what="the service DEGRADED")
+    table = svc.table()
+    assert "failing every call" in table["reason"]
+    assert "raised on its last 10 calls (ValueError: weights file truncated" in table["reason"]
+    failing = [r["replica"] for r in table["replicas"] if r["failing"]]
+    assert failing, table  # those the router sent 10 or more of them
+    folded = ServiceView()
+    for event in history(service_topic("broken"), via=trio):
+        folded = folded.apply(event)
+    assert folded.health is Health.DEGRADED
+    for _ in range(9):  # inputs it can answer, on every replica
+        assert svc.call(torch.zeros(2, 32)).replica is not None
+    poll_for(lambda: svc.health is Health.HEALTHY, timeout=10, what="HEALTHY again")
+
+
+def test_a_closed_service_raises_service_closed_not_a_fallback_answer(serving) -> None:
+    svc = serving("closing", fallback=popularity)
+    assert svc.call(torch.ones(2, 32)).replica is not None
+    svc.close()
+    with pytest.raises(ft.ServiceClosed, match="was closed"):
+        svc.call(torch.ones(2, 32))
+    with pytest.raises(ft.ServiceClosed):
+        svc.predict(torch.ones(2, 32))
+    assert "closing" not in [s["name"] for s in ft.services(svc.client)]
+    svc.close()  # a second close is harmless
 
 
 def test_a_full_queue_refuses_at_once_instead_of_queueing(serving, trio) -> None:
