@@ -21,7 +21,7 @@ DEFAULTS = {
             "workers": "auto",
             "gpus": "auto",
             "port": 0,
-            "dashboard-port": 0,
+            "dashboard-port": None,
             "start-timeout": "120s",
             "connect-timeout": "15s",
         },

@@ -9,15 +9,25 @@ from typing import Any
 
 
 @contextlib.contextmanager
-def private_cluster(prefix: str = "t", workers: int = 2) -> Iterator[Any]:
+def private_cluster(
+    prefix: str = "t", workers: int = 2, *, dashboard: bool = False
+) -> Iterator[Any]:
     """Start a detached private cluster under a fresh name; yield a Client to it; then
-    close the client and stop the cluster, whatever happened in between."""
+    close the client and stop the cluster, whatever happened in between. ``dashboard``:
+    with Dask's dashboard (on a free port), which is off by default."""
+    import dask.config
+
     from ft_notebook.cluster import cluster, down
+    from ft_notebook.config import reload_config
 
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     client = None
     try:
-        client = cluster(name=name, workers=workers, set_as_default=False)
+        port = {"ft-notebook.cluster.dashboard-port": 0} if dashboard else {}
+        with dask.config.set(port):
+            reload_config()
+            client = cluster(name=name, workers=workers, set_as_default=False)
+        reload_config()
         yield client
     finally:
         if client is not None:

@@ -52,7 +52,7 @@ def _entry(name: str) -> ClusterInfo:
 
 @pytest.fixture(scope="module")
 def private() -> Iterator[Client]:
-    with private_cluster("t-life") as client:
+    with private_cluster("t-life", dashboard=True) as client:  # off by default
         yield client
 
 

@@ -116,6 +116,41 @@ def _try_store_clients(
     return list(found)
 
 
+#: What Dask's HTTP servers can serve: its dashboard, its pages and JSON, metrics.
+#: (Each one's health check, a sitemap listing it and Dask's own static files stay:
+#: public, and nothing of this cluster in them.)
+_PAGES = (
+    "/",
+    "/status",
+    "/workers",
+    "/individual-task-stream",
+    "/info/main/workers.html",
+    "/info/main/logs.html",
+    "/json/identity.json",
+    "/json/counts.json",
+    "/metrics",
+)
+
+
+def _read_pages(
+    report: Callable[[Any], None], released: Callable[[], None], ports: list[list[Any]]
+) -> list[list[Any]]:
+    """An HTTP GET of each of Dask's pages on every port: what answered with content."""
+    import urllib.error
+    import urllib.request
+
+    found: list[list[Any]] = []
+    for host, port in ports:
+        for page in _PAGES:
+            try:
+                with urllib.request.urlopen(f"http://{host}:{port}{page}", timeout=1) as r:
+                    body = r.read(300)
+            except (urllib.error.URLError, OSError, ValueError):
+                continue  # refused, not HTTP (TLS, gloo), or an error status
+            found.append([host, port, page, body[:120].decode(errors="replace")])
+    return found
+
+
 def _flood(
     report: Callable[[Any], None], released: Callable[[], None], ports: list[list[Any]], n: int
 ) -> int:
@@ -158,6 +193,21 @@ def test_no_port_of_the_cluster_gives_another_user_a_store_key(
         poll_for(lambda: run.info()["step"] > step, timeout=60, what="the run going on")
     finally:
         run.cancel()
+
+
+def test_another_user_reads_no_page_of_the_cluster(cluster: Client, mallory: User) -> None:
+    """Dask's dashboard is plain HTTP without a login: any local user read the workers'
+    names, TLS addresses, memory and task stream from it. It is off by default now, and
+    no port of the scheduler, nannies or workers serves another user one of Dask's
+    pages (the workers' HTTP servers keep their health check)."""
+    [entry] = [c for c in clusters() if c.address == cluster.scheduler.address]  # type: ignore[union-attr]
+    assert entry.dashboard is None
+    ports = listening(_pids(cluster))
+    assert len(ports) >= 3  # the scheduler and two workers at least
+    targets = [[reachable(ip), port] for ip, port in ports]
+    with Attacker(mallory, _read_pages, targets) as attacker:
+        found = attacker.next_report(timeout=120)
+    assert found == [], f"another user read these pages: {found}"
 
 
 def test_a_connect_flood_from_another_user_costs_no_worker(

@@ -72,7 +72,7 @@ def _layers(tmp_path: Path) -> dict[str, str]:
         "DASK_FT_NOTEBOOK__EVENTS__TRANSPORT": "local",
         "DASK_FT_NOTEBOOK__DATA_DIR": str(tmp_path / "data"),
         "DASK_FT_NOTEBOOK__SERVER__CHAOS_ACTIONS": "true",
-        "DASK_FT_NOTEBOOK__CLUSTER__DASHBOARD_PORT": "None",
+        "DASK_FT_NOTEBOOK__CLUSTER__DASHBOARD_PORT": "8787",
         "DASK_FT_NOTEBOOK__CLUSTER__HUNG_AFTER": "3s",
         "PATH": os.environ.get("PATH", ""),
     }
@@ -91,7 +91,7 @@ def test_both_readers_merge_defaults_files_and_environment_alike(
     assert section["cluster"]["port"] == 8786  # user file over the defaults
     assert section["cluster"]["idle-timeout"] == "7 minutes"  # DASK_CONFIG over user file
     assert section["cluster"]["gpus"] == [0, 2]
-    assert section["cluster"]["dashboard-port"] is None
+    assert section["cluster"]["dashboard-port"] == 8787  # the environment over the default
     assert section["server"]["chaos-actions"] is True
     assert section["train"]["stall-factor"] == 12
     assert section["train"]["nonfinite-limit"] == 3  # untouched default

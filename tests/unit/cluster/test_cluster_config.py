@@ -20,7 +20,8 @@ def _fresh_config() -> Iterator[None]:
 def test_cluster_defaults() -> None:
     cfg = load_config().cluster
     assert (cfg.hung_after_s, cfg.workers, cfg.gpus, cfg.port) == (2.0, None, "auto", 0)
-    assert (cfg.dashboard_port, cfg.start_timeout_s, cfg.connect_timeout_s) == (0, 120.0, 15.0)
+    # off: plain HTTP without a login, readable by any other user of the machine
+    assert (cfg.dashboard_port, cfg.start_timeout_s, cfg.connect_timeout_s) == (None, 120.0, 15.0)
 
 
 @pytest.mark.parametrize(
