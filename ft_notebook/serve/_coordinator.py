@@ -23,7 +23,6 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -44,6 +43,7 @@ from ft_notebook.events import (
 from ft_notebook.exceptions import ServeError
 from ft_notebook.serve._policy import tier_of
 from ft_notebook.serve._protocol import SCHEDULER_HANDLER, ReplicaState, ServiceAction
+from ft_notebook.serve._table import Service, Slot, _index
 
 logger = logging.getLogger(__name__)
 
@@ -51,69 +51,6 @@ PLUGIN_NAME = "ft-notebook-services"
 _POLL_S = 0.02
 _RETRY_S = 0.2
 _MAX_TRIES = 25
-
-
-@dataclass
-class Slot:
-    """One replica of a service: where it is and how it is."""
-
-    index: int
-    worker: str = ""
-    address: str = ""
-    state: ReplicaState = ReplicaState.WAITING
-    incarnation: str = ""
-    since: float = field(default_factory=time.time)
-    cause: str = ""
-    tries: int = 0  # failed starts in a row on a live worker
-    #: its model raised on every call of late (what the replica told), "" otherwise
-    failing: str = ""
-
-    def row(self, service: str) -> dict[str, Any]:
-        return {
-            "replica": f"{service}/{self.index}",
-            "index": self.index,
-            "worker": self.worker,
-            "address": self.address,
-            "state": self.state.value,
-            "incarnation": self.incarnation,
-            "since": self.since,
-            "cause": self.cause,
-            "failing": self.failing,
-        }
-
-
-@dataclass
-class Service:
-    name: str
-    factory: bytes
-    example: bytes | None
-    fallback: bytes | None
-    wanted: int
-    routing: dict[str, Any]
-    slots: dict[int, Slot] = field(default_factory=dict)
-    per_worker: int = 1
-    health: Health = Health.FALLBACK
-    reason: str = "no replica ready yet"
-    version: int = 0
-    created: float = field(default_factory=time.time)
-    #: Workers where the model factory failed, with the error: not tried again.
-    failed_on: dict[str, str] = field(default_factory=dict)
-
-    def table(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "wanted": self.wanted,
-            "health": self.health.value,
-            "reason": self.reason,
-            "version": self.version,
-            "created": self.created,
-            "replicas": [s.row(self.name) for s in sorted(self.slots.values(), key=_index)],
-            "failed_on": dict(self.failed_on),
-        }
-
-
-def _index(slot: Slot) -> int:
-    return slot.index
 
 
 class ServiceCoordinator(SchedulerPlugin):
@@ -246,7 +183,35 @@ class ServiceCoordinator(SchedulerPlugin):
                 for slot in service.slots.values():
                     if slot.address == address and slot.state.placed:
                         self._lose(service, slot, f"worker {name} {kind}: {cause}".rstrip(": "))
+            elif kind == "joined":
+                self._rebalance(service, name)
             self._reconcile(service)
+
+    def _rebalance(self, service: Service, joined: str) -> None:
+        """A worker came back: the replicas placed while it was away, as many a worker
+        as the live ones allowed (5 on 2 workers, 3 and 2), spread again: the most
+        loaded worker's newest replica moves to it, until no worker holds more than
+        the spread over the workers now needs. Its others serve meanwhile."""
+        live = len(self.scheduler.workers)
+        # only ever fewer a worker: a worker that is first back after all were lost
+        # takes one replica, not all of them (the model's memory, thrice)
+        spread = max(1, math.ceil(service.wanted / max(1, live)))
+        service.per_worker = min(service.per_worker, spread)
+        held: dict[str, list[Slot]] = {}
+        for slot in service.slots.values():
+            if slot.state.placed:
+                held.setdefault(slot.worker, []).append(slot)
+        moved = [
+            slot
+            for worker, slots in held.items()
+            if worker != joined
+            for slot in sorted(slots, key=_index)[service.per_worker :]
+        ]
+        for slot in moved:
+            self._stop_slot(service, slot, f"moved to worker {joined}, which is back")
+            slot.state = ReplicaState.WAITING
+        if moved:
+            self._changed(service, f"{len(moved)} replica(s) moving to worker {joined}")
 
     def _lose(self, service: Service, slot: Slot, cause: str) -> None:
         replica = f"{service.name}/{slot.index}"
