@@ -18,6 +18,11 @@ runs for ft, each fault injected after a third of the requests were answered:
 - **all**: every worker SIGKILLed. Failed requests; the slowest fallback answer of the
   requests asked after the last kill, against the fallback's own time; those in flight
   at the kills timed from the last kill; the last worker's registration -> HEALTHY.
+- **poison**: a second service of ``poisoned_mlp`` (small_mlp, except that an input
+  starting with ``POISON`` kills the worker computing it), the same loop from one
+  caller fewer, and a poison request sent after a third of the answers: alternately a crashing one
+  and an oversized one (4,000,000 x 64 float32, 1 GB). Replicas lost to it (worker
+  processes that died), how it ended, and the other callers' p99 and failures.
 - **overhead**: no fault: p50, p99 and requests/s against calling a Dask actor holding
   the same model directly.
 - **ray**: the no-fault loop against Ray Serve's handle (``benchmarks/.venv-ray``, made
@@ -52,7 +57,14 @@ from ft_notebook.cluster.chaos import hang_worker, kill_worker, resume_worker
 from ft_notebook.events import Health, cluster_topic, history
 from ft_notebook.serve._chaos import slow_replica
 from ft_notebook.testing import PollTimeout, poll_for, training_cluster
-from ft_notebook.testing.serving import closed_loop, inputs, popularity, small_mlp
+from ft_notebook.testing.serving import (
+    POISON,
+    closed_loop,
+    inputs,
+    poisoned_mlp,
+    popularity,
+    small_mlp,
+)
 
 HERE = Path(__file__).resolve().parent
 RAY_VENV = HERE / ".venv-ray"
@@ -262,6 +274,65 @@ def all_down_run(svc: ft.Service, client: Any, xs: list[Any], callers: int) -> d
     }
 
 
+def worker_pids(client: Any) -> dict[str, int]:
+    """Worker name -> its process id."""
+    names = {a: str(w["name"]) for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+    return {names[a]: pid for a, pid in client.run(os.getpid).items() if a in names}
+
+
+def poison_runs(client: Any, xs: list[Any], callers: int, tries: int) -> list[dict[str, Any]]:
+    svc = ft.serve(
+        poisoned_mlp,
+        3,
+        fallback=popularity,
+        name="bench-poison",
+        cluster=client,
+        example=torch.zeros(1, 32),
+    )
+    for x in xs[:100]:
+        svc.call(x)
+    rows = []
+    for i in range(tries):
+        whole(svc, client)
+        kind = "crash" if i % 2 == 0 else "oversized"
+        before, mark = worker_pids(client), {}
+        if kind == "crash":
+            bad = torch.zeros(2, 32)
+            bad[0, 0] = POISON
+        else:
+            bad = torch.zeros(4_000_000, 64)
+
+        def inject(bad: Any = bad, mark: dict[str, Any] = mark) -> None:
+            started = time.perf_counter()
+            try:
+                svc.call(bad)
+                mark["outcome"] = "answered"
+            except Exception as e:
+                mark["outcome"] = type(e).__name__
+            mark["seconds"] = time.perf_counter() - started
+
+        result = closed_loop(svc.call, xs, callers=callers - 1, after={len(xs) // 3: inject})
+        poll_for(lambda m=mark: "outcome" in m, timeout=60, what="the poison request's end")
+        whole(svc, client)  # the killed workers back, every replica in rotation
+        after = worker_pids(client)
+        lost = sum(1 for name, pid in before.items() if after.get(name) != pid)
+        rows.append(
+            {
+                **loop_stats(result),
+                "kind": kind,
+                "replicas_lost": lost,
+                "outcome": mark["outcome"],
+                "poison_s": mark["seconds"],
+                "errors": sorted(
+                    {f"{type(o.error).__name__}: {o.error}"[:160] for o in result.errors}
+                ),
+            }
+        )
+        print("poison", json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    svc.close()
+    return rows
+
+
 class ActorModel:
     """A bare Dask actor holding the same model: the floor for overhead."""
 
@@ -341,7 +412,8 @@ def main() -> None:
     parser.add_argument("--ray-runs", type=int, default=5)
     parser.add_argument("--requests", type=int, default=600)
     parser.add_argument("--callers", type=int, default=8)
-    parser.add_argument("--only", default="overhead,kill,hang,hedge,all,ray")
+    parser.add_argument("--only", default="overhead,kill,hang,hedge,all,poison,ray")
+    parser.add_argument("--poison-tries", type=int, default=20)
     args = parser.parse_args()
     only = set(args.only.split(","))
     xs = inputs(args.requests)
@@ -370,6 +442,8 @@ def main() -> None:
         if "hedge" in only:
             out["hedge"] = hedge_runs(svc, client, xs, args.callers, max(3, args.runs // 4))
         svc.close()
+        if "poison" in only:
+            out["poison"] = poison_runs(client, xs, args.callers, args.poison_tries)
     # saved before the Ray arms: their failure must not cost these
     save("serve", TITLE, ft_tables(out, args))
     if "ray" in only:
@@ -593,6 +667,53 @@ def ft_tables(out: dict[str, Any], args: Any) -> list[Table]:
             goal=Goal("value", "<=", 2.0),
             detail=missing(d, "healthy_after_last_join_s", "a registration not seen"),
         )
+        tables.append(t)
+    if "poison" in out:
+        p = out["poison"]
+        crash = [r for r in p if r["kind"] == "crash"]
+        big = [r for r in p if r["kind"] == "oversized"]
+        t = Table(
+            "poison",
+            "Poison requests: an input that crashes its replica, and one too large",
+            f"{loop_setup(args)}, one caller fewer, on a service of the same MLP that kills "
+            f"the worker computing an input starting with POISON; one poison request "
+            f"{at_third}, alternately crashing and oversized (4,000,000 x 64 float32, "
+            f"1 GB; max_request_bytes 'auto'); {len(p)} tries, the killed workers restarted "
+            f"between them. The no-fault p99: the other service's {len(base)} loops.",
+        )
+        add(
+            t,
+            "replicas lost to a crashing request",
+            "count",
+            values(crash, "replicas_lost"),
+            goal=Goal("value", "<=", 2, stat="all"),
+            detail="the first, and the one it was re-sent to; the third never sees it",
+        )
+        add(
+            t,
+            "crashing requests ended as PoisonRequest",
+            "bool",
+            [float(r["outcome"] == "PoisonRequest") for r in crash],
+            goal=Goal("value", "==", 1, stat="all"),
+        )
+        add(
+            t,
+            "replicas lost to an oversized request",
+            "count",
+            values(big, "replicas_lost"),
+            goal=zero,
+            detail="refused before it is sent (RequestTooLarge)",
+        )
+        add(
+            t,
+            "other callers' p99 during a poison try",
+            "s",
+            values(p, "p99_ms", 1e-3),
+            reference=values(base, "p99_ms", 1e-3),
+            reference_name="no fault",
+            goal=Goal("ratio", "<=", 2.0),
+        )
+        add(t, "other callers' failed requests", "count", values(p, "failed"), goal=zero)
         tables.append(t)
     return tables
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ft_notebook.events import Health
@@ -44,6 +45,10 @@ class ReplicaView:
         self.attempts: set[asyncio.Task[Any]] = set()
         self.ping: asyncio.Task[None] | None = None  # the health check in flight
         self.since: list[float] = []  # when each call in flight was sent
+        #: a request that lost a replica is in flight here (one at most)
+        self.suspect = False
+        #: the requests with an attempt here whose outcome they have not handled yet
+        self.holders: set[Any] = set()
 
     def stalled(self, now: float, late: float) -> bool:
         return bool(self.since) and now - min(self.since) > late
@@ -73,6 +78,8 @@ class Rotation:
         self.tier, self.tier_reason = Health.FALLBACK, "no replica known yet"
         self.transitions: list[dict[str, Any]] = []
         self._loops: list[asyncio.Task[Any]] = []
+        #: called with a replica as it leaves the rotation, before its calls are cancelled
+        self.on_lost: Callable[[ReplicaView], None] = lambda view: None
         self.closed = False
 
     # ---- the replica table
@@ -121,6 +128,7 @@ class Rotation:
 
     def eject(self, view: ReplicaView, reason: str) -> None:
         """Out of rotation at once; its requests in flight are cancelled, to be re-sent."""
+        self.on_lost(view)
         view.breaker.failed(reason, at_once=True)
         for task in list(view.attempts):
             task.cancel()  # its requests go elsewhere

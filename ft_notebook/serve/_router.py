@@ -64,6 +64,41 @@ class _ReplicaFailed(Exception):
     pass
 
 
+class _Request:
+    """One request in the router: the replicas it has an attempt on, and those it
+    marked as holding a *suspect* (a request that has lost a replica; one a replica)."""
+
+    def __init__(self) -> None:
+        self.on: set[ReplicaView] = set()
+        self.marked: list[ReplicaView] = []
+
+    def sent(self, view: ReplicaView, *, suspect: bool) -> None:
+        self.on.add(view)
+        view.holders.add(self)
+        if suspect:
+            self.mark(view)
+
+    def mark(self, view: ReplicaView) -> None:
+        if not view.suspect:
+            view.suspect = True
+            self.marked.append(view)
+
+    def handled(self, view: ReplicaView) -> None:
+        """The attempt on ``view`` is over and its outcome handled."""
+        self.on.discard(view)
+        view.holders.discard(self)
+        if view in self.marked:
+            self.marked.remove(view)
+            view.suspect = False
+
+    def release(self) -> None:
+        for view in list(self.on):
+            self.handled(view)
+        for view in self.marked:
+            view.suspect = False
+        self.marked.clear()
+
+
 def _forget(task: asyncio.Task[Any]) -> None:
     """The answer of an attempt that lost its race: nobody waits for it."""
     if not task.cancelled():
@@ -82,6 +117,7 @@ class Router:
         self.retry_budget = Budget(settings.retry_budget, burst=10)
         self.hedge_budget = Budget(settings.hedge_budget, burst=5)
         self.fallback_pace = Pace(settings.fallback_rate)
+        self.rotation.on_lost = self._lost
         self.counts = dict(
             requests=0, answered=0, fallback=0, retries=0, hedges=0, shed=0, failed=0
         )
@@ -166,6 +202,30 @@ class Router:
         task.add_done_callback(view.attempts.discard)
         return task
 
+    def _lost(self, view: ReplicaView) -> None:
+        """``view``'s replica failed or left: every request that was on it now holds a
+        suspect wherever else it is (a hedge in flight), before any is re-sent."""
+        for holder in list(view.holders):
+            for other in holder.on:
+                if other is not view:
+                    holder.mark(other)
+
+    async def _pick_for_suspect(self, tried: set[str], deadline: float) -> ReplicaView | None:
+        """A replica for a request whose replica was lost under it (a suspect): one with
+        no other suspect in flight, waiting for one if need be. Two suspects on one
+        replica that a poison request then kills would both have lost two replicas,
+        the innocent one too; alone, only the poison request has.
+
+        The requests that were on the lost replica hold suspects wherever else they
+        are (their hedges), marked as the loss was seen (:meth:`_lost`): re-sent there,
+        a poison request killed an innocent one's hedge too."""
+        while True:
+            busy = {v.key for v in self.views.values() if v.suspect}
+            view = self._pick(tried | busy)
+            if view is not None or self._pick(tried) is None or time.monotonic() > deadline:
+                return view
+            await asyncio.sleep(0.002)
+
     def check_open(self) -> None:
         if self.closed:
             raise ServiceClosed(
@@ -226,81 +286,99 @@ class Router:
         used_retries, errors = 0, []
         lost_under: list[str] = []  # replicas lost or failed while they had it
         hedged = considered = False  # a hedge sent; the hedge time passed (one per request)
-        while True:
-            if not pending:
-                view = self._pick(tried)
-                if view is None:
-                    break
-                pending[self._attempt(view, x)] = view
-            left = deadline - time.monotonic()
-            hedge_after = self._hedge_after() if hedge and not considered else None
-            if hedge_after is not None:
-                hedge_after -= time.monotonic() - started
-            wait = left if hedge_after is None else max(0.0, min(left, hedge_after))
-            done, _ = await asyncio.wait(pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
-            if not done:
-                if time.monotonic() >= deadline:
-                    asked = sorted(tried | {v.key for v in pending.values()})
-                    for task in pending:
-                        task.cancel()
-                    self.counts["failed"] += 1
-                    raise DeadlineExceeded(
-                        f"Service {self.name!r}: no replica answered within the deadline of "
-                        f"{deadline_s:g} s (asked {asked}). "
-                        f"Pass deadline_s= for slower models; svc.status() shows the replicas."
-                    )
-                considered = True
-                other = self._pick(tried | {v.key for v in pending.values()})
-                if other is not None and self.hedge_budget.take():
-                    hedged = True
-                    self.counts["hedges"] += 1
-                    pending[self._attempt(other, x)] = other
-                continue
-            for task in done:
-                view = pending.pop(task)
-                reply, why, at_once = self._outcome(task)
-                if reply is not None and reply["status"] == "OK":
-                    # a loser's replica works on it still: let it finish, so that its
-                    # load shows (and a loser that finished too is read, not left)
-                    for loser in [*pending, *(t for t in done if t is not task)]:
-                        loser.add_done_callback(_forget)
-                    return self._answered(
-                        view, reply, task.result()[1], started, used_retries, hedged
-                    )
-                if reply is not None and reply["status"] == "rejected":
-                    for loser in pending:
-                        loser.cancel()
-                    self.counts["failed"] += 1
-                    raise InputRejected(
-                        f"The model of service {self.name!r} raised on this input of "
-                        f"{shown_bytes(size)} (replica {view.key}): {reply['error']}. Not "
-                        f"retried: fix the input.\n{reply.get('traceback', '')}".rstrip()
-                    )
-                tried.add(view.key)
-                errors.append(f"{view.key}: {why}")
-                view.errors += 1
-                if view.breaker.failed(why, at_once=at_once):
-                    self.rotation.eject(view, why)
-                self.rotation.retier(f"replica {view.key} failed: {why}")
-                if not why.startswith("not-ready"):  # not ready: it never ran the request
-                    lost_under.append(view.key)
-                if len(lost_under) >= 2 and await self._others_answer(tried):
-                    for loser in pending:
-                        loser.cancel()
-                    self.counts["failed"] += 1
-                    raise PoisonRequest(
-                        f"A request of {shown_bytes(size)} to service {self.name!r} lost "
-                        f"two replicas, {lost_under[0]} and {lost_under[1]} "
-                        f"({'; '.join(errors[-2:])}): "
-                        f"it was not sent to a third. The input may be what takes them down "
-                        f"(too large for the model's memory, or a crash on it); the other "
-                        f"requests go on."
-                    )
-            if not pending:
-                if used_retries >= retries or not self.retry_budget.take():
-                    break
-                used_retries += 1
-                self.counts["retries"] += 1
+        request = _Request()
+        try:
+            while True:
+                if not pending:
+                    suspect = bool(lost_under)
+                    if suspect:
+                        view = await self._pick_for_suspect(tried, deadline)
+                    else:
+                        view = self._pick(tried)
+                    if view is None:
+                        break
+                    request.sent(view, suspect=suspect)
+                    pending[self._attempt(view, x)] = view
+                    considered = considered or suspect  # a suspect is not hedged
+                left = deadline - time.monotonic()
+                hedge_after = self._hedge_after() if hedge and not considered else None
+                if hedge_after is not None:
+                    hedge_after -= time.monotonic() - started
+                wait = left if hedge_after is None else max(0.0, min(left, hedge_after))
+                done, _ = await asyncio.wait(
+                    pending, timeout=wait, return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    if time.monotonic() >= deadline:
+                        asked = sorted(tried | {v.key for v in pending.values()})
+                        for task in pending:
+                            task.cancel()
+                        self.counts["failed"] += 1
+                        raise DeadlineExceeded(
+                            f"Service {self.name!r}: no replica answered within the deadline of "
+                            f"{deadline_s:g} s (asked {asked}). "
+                            f"Pass deadline_s= for slower models; svc.status() shows the replicas."
+                        )
+                    considered = True
+                    # never beside a suspect: the poison request it may be would kill it
+                    busy = {v.key for v in self.views.values() if v.suspect}
+                    other = self._pick(tried | busy | {v.key for v in pending.values()})
+                    if other is not None and self.hedge_budget.take():
+                        hedged = True
+                        self.counts["hedges"] += 1
+                        request.sent(other, suspect=False)
+                        pending[self._attempt(other, x)] = other
+                    continue
+                for task in done:
+                    view = pending.pop(task)
+                    if task.cancelled() or task.exception() is not None:
+                        self._lost(view)  # before anyone re-sends: see _pick_for_suspect
+                    reply, why, at_once = self._outcome(task)
+                    if reply is not None and reply["status"] == "OK":
+                        # a loser's replica works on it still: let it finish, so that its
+                        # load shows (and a loser that finished too is read, not left)
+                        for loser in [*pending, *(t for t in done if t is not task)]:
+                            loser.add_done_callback(_forget)
+                        return self._answered(
+                            view, reply, task.result()[1], started, used_retries, hedged
+                        )
+                    if reply is not None and reply["status"] == "rejected":
+                        for loser in pending:
+                            loser.cancel()
+                        self.counts["failed"] += 1
+                        raise InputRejected(
+                            f"The model of service {self.name!r} raised on this input of "
+                            f"{shown_bytes(size)} (replica {view.key}): {reply['error']}. Not "
+                            f"retried: fix the input.\n{reply.get('traceback', '')}".rstrip()
+                        )
+                    tried.add(view.key)
+                    errors.append(f"{view.key}: {why}")
+                    view.errors += 1
+                    if view.breaker.failed(why, at_once=at_once):
+                        self.rotation.eject(view, why)
+                    self.rotation.retier(f"replica {view.key} failed: {why}")
+                    request.handled(view)
+                    if not why.startswith("not-ready"):  # not ready: it never ran the request
+                        lost_under.append(view.key)
+                    if len(lost_under) >= 2 and await self._others_answer(tried):
+                        for loser in pending:
+                            loser.cancel()
+                        self.counts["failed"] += 1
+                        raise PoisonRequest(
+                            f"A request of {shown_bytes(size)} to service {self.name!r} lost "
+                            f"two replicas, {lost_under[0]} and {lost_under[1]} "
+                            f"({'; '.join(errors[-2:])}): "
+                            f"it was not sent to a third. The input may be what takes them down "
+                            f"(too large for the model's memory, or a crash on it); the other "
+                            f"requests go on."
+                        )
+                if not pending:
+                    if used_retries >= retries or not self.retry_budget.take():
+                        break
+                    used_retries += 1
+                    self.counts["retries"] += 1
+        finally:
+            request.release()
         return await self._no_replica(x, started, used_retries, hedged, errors)
 
     async def _others_answer(self, tried: set[str]) -> bool:

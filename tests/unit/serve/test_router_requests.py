@@ -81,6 +81,26 @@ def test_replicas_lost_together_are_an_outage_not_a_poison_request() -> None:
     assert script.sent == ["svc/0", "svc/1", "svc/2"]
 
 
+def test_an_innocent_request_lost_with_a_poison_one_is_not_called_poison() -> None:
+    """A poison request and an innocent one were on the replica it killed. Re-sent both
+    to the least busy replica, the poison one killed it too, and both had lost two
+    replicas: the innocent request failed as PoisonRequest. A replica takes one such
+    request at a time, so only the poison one loses two."""
+    router = _router()
+    router.views["svc/2"].inflight = 5  # busier: least outstanding would pick svc/1 twice
+    outcomes = {"svc/0": ["lost", "lost"], "svc/1": ["lost"], "svc/2": []}
+    script = Scripted(router, outcomes)
+
+    async def both() -> list[Any]:
+        calls = [router.call(torch.zeros(2, 64), hedge=False) for _ in range(2)]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    poison, innocent = asyncio.run(both())
+    assert isinstance(poison, PoisonRequest), poison
+    assert innocent.replica == "svc/2", innocent
+    assert sorted(script.sent) == ["svc/0", "svc/0", "svc/1", "svc/2"]
+
+
 def test_a_request_whose_replica_is_lost_once_is_re_sent_and_answered() -> None:
     router = _router()
     script = Scripted(router, {"svc/0": ["lost"], "svc/1": [], "svc/2": []})
