@@ -30,17 +30,10 @@ from typing import Any
 from distributed.protocol.serialize import to_serialize
 
 from ft_notebook.events import Health
-from ft_notebook.exceptions import (
-    DeadlineExceeded,
-    InputRejected,
-    Overloaded,
-    PoisonRequest,
-    RequestTooLarge,
-    ServiceClosed,
-    ServiceUnavailable,
-)
-from ft_notebook.serve._policy import Budget, Latencies, Pace, request_bytes, shown_bytes
+from ft_notebook.serve import _refusals as refusals
+from ft_notebook.serve._policy import Budget, Latencies, Pace, request_bytes
 from ft_notebook.serve._rotation import ReplicaView, Rotation
+from ft_notebook.serve._suspects import InFlight, spread_loss
 
 #: Successful calls seen before hedging starts: a p95 of fewer means little.
 _HEDGE_AFTER_SAMPLES = 20
@@ -64,41 +57,6 @@ class _ReplicaFailed(Exception):
     pass
 
 
-class _Request:
-    """One request in the router: the replicas it has an attempt on, and those it
-    marked as holding a *suspect* (a request that has lost a replica; one a replica)."""
-
-    def __init__(self) -> None:
-        self.on: set[ReplicaView] = set()
-        self.marked: list[ReplicaView] = []
-
-    def sent(self, view: ReplicaView, *, suspect: bool) -> None:
-        self.on.add(view)
-        view.holders.add(self)
-        if suspect:
-            self.mark(view)
-
-    def mark(self, view: ReplicaView) -> None:
-        if not view.suspect:
-            view.suspect = True
-            self.marked.append(view)
-
-    def handled(self, view: ReplicaView) -> None:
-        """The attempt on ``view`` is over and its outcome handled."""
-        self.on.discard(view)
-        view.holders.discard(self)
-        if view in self.marked:
-            self.marked.remove(view)
-            view.suspect = False
-
-    def release(self) -> None:
-        for view in list(self.on):
-            self.handled(view)
-        for view in self.marked:
-            view.suspect = False
-        self.marked.clear()
-
-
 def _forget(task: asyncio.Task[Any]) -> None:
     """The answer of an attempt that lost its race: nobody waits for it."""
     if not task.cancelled():
@@ -117,7 +75,7 @@ class Router:
         self.retry_budget = Budget(settings.retry_budget, burst=10)
         self.hedge_budget = Budget(settings.hedge_budget, burst=5)
         self.fallback_pace = Pace(settings.fallback_rate)
-        self.rotation.on_lost = self._lost
+        self.rotation.on_lost = spread_loss
         self.counts = dict(
             requests=0, answered=0, fallback=0, retries=0, hedges=0, shed=0, failed=0
         )
@@ -202,14 +160,6 @@ class Router:
         task.add_done_callback(view.attempts.discard)
         return task
 
-    def _lost(self, view: ReplicaView) -> None:
-        """``view``'s replica failed or left: every request that was on it now holds a
-        suspect wherever else it is (a hedge in flight), before any is re-sent."""
-        for holder in list(view.holders):
-            for other in holder.on:
-                if other is not view:
-                    holder.mark(other)
-
     async def _pick_for_suspect(self, tried: set[str], deadline: float) -> ReplicaView | None:
         """A replica for a request whose replica was lost under it (a suspect): one with
         no other suspect in flight, waiting for one if need be. Two suspects on one
@@ -228,11 +178,7 @@ class Router:
 
     def check_open(self) -> None:
         if self.closed:
-            raise ServiceClosed(
-                f"Service {self.name!r} was closed (or this handle detached): no call "
-                f"goes through it any more. ft.service({self.name!r}) attaches to it if it "
-                f"still runs; ft.serve(...) starts it again."
-            )
+            raise refusals.closed(self.name)
 
     async def call(
         self,
@@ -247,20 +193,10 @@ class Router:
         size = request_bytes(x)
         if s.max_request_bytes is not None and size > s.max_request_bytes:
             self.counts["failed"] += 1
-            raise RequestTooLarge(
-                f"A request of {shown_bytes(size)} to service {self.name!r} is over its "
-                f"max_request_bytes ({shown_bytes(s.max_request_bytes)}): refused before "
-                f"it was sent, so no replica ran out of memory on it. Send it in smaller "
-                f"batches, or raise the limit (ft.serve(..., max_request_bytes=...), or "
-                f"ft-notebook.serve.max-request-bytes)."
-            )
+            raise refusals.too_large(self.name, size, s.max_request_bytes)
         if self.outstanding >= s.max_queue:
             self.counts["shed"] += 1
-            raise Overloaded(
-                f"Service {self.name!r} has {self.outstanding} requests in flight from this "
-                f"process, its max_queue: refused at once. Send fewer at a time, add "
-                f"replicas (svc.scale(n)), or raise max_queue."
-            )
+            raise refusals.overloaded(self.name, self.outstanding)
         self.outstanding += 1
         self.counts["requests"] += 1
         self.retry_budget.request()
@@ -286,7 +222,7 @@ class Router:
         used_retries, errors = 0, []
         lost_under: list[str] = []  # replicas lost or failed while they had it
         hedged = considered = False  # a hedge sent; the hedge time passed (one per request)
-        request = _Request()
+        request = InFlight()
         try:
             while True:
                 if not pending:
@@ -314,11 +250,7 @@ class Router:
                         for task in pending:
                             task.cancel()
                         self.counts["failed"] += 1
-                        raise DeadlineExceeded(
-                            f"Service {self.name!r}: no replica answered within the deadline of "
-                            f"{deadline_s:g} s (asked {asked}). "
-                            f"Pass deadline_s= for slower models; svc.status() shows the replicas."
-                        )
+                        raise refusals.late(self.name, deadline_s, asked)
                     considered = True
                     # never beside a suspect: the poison request it may be would kill it
                     busy = {v.key for v in self.views.values() if v.suspect}
@@ -332,7 +264,7 @@ class Router:
                 for task in done:
                     view = pending.pop(task)
                     if task.cancelled() or task.exception() is not None:
-                        self._lost(view)  # before anyone re-sends: see _pick_for_suspect
+                        spread_loss(view)  # before anyone is re-sent
                     reply, why, at_once = self._outcome(task)
                     if reply is not None and reply["status"] == "OK":
                         # a loser's replica works on it still: let it finish, so that its
@@ -346,11 +278,7 @@ class Router:
                         for loser in pending:
                             loser.cancel()
                         self.counts["failed"] += 1
-                        raise InputRejected(
-                            f"The model of service {self.name!r} raised on this input of "
-                            f"{shown_bytes(size)} (replica {view.key}): {reply['error']}. Not "
-                            f"retried: fix the input.\n{reply.get('traceback', '')}".rstrip()
-                        )
+                        raise refusals.rejected(self.name, size, view.key, reply)
                     tried.add(view.key)
                     errors.append(f"{view.key}: {why}")
                     view.errors += 1
@@ -364,14 +292,7 @@ class Router:
                         for loser in pending:
                             loser.cancel()
                         self.counts["failed"] += 1
-                        raise PoisonRequest(
-                            f"A request of {shown_bytes(size)} to service {self.name!r} lost "
-                            f"two replicas, {lost_under[0]} and {lost_under[1]} "
-                            f"({'; '.join(errors[-2:])}): "
-                            f"it was not sent to a third. The input may be what takes them down "
-                            f"(too large for the model's memory, or a crash on it); the other "
-                            f"requests go on."
-                        )
+                        raise refusals.poison(self.name, size, lost_under, errors)
                 if not pending:
                     if used_retries >= retries or not self.retry_budget.take():
                         break
@@ -430,11 +351,7 @@ class Router:
         why = "; ".join(errors[-3:]) or self.tier_reason
         if self.fallback is None:
             self.counts["failed"] += 1
-            raise ServiceUnavailable(
-                f"No replica of service {self.name!r} can answer ({why}) and it has no "
-                f"fallback. svc.status() shows the replicas; ft.serve(..., fallback=f) "
-                f"answers with f meanwhile."
-            )
+            raise refusals.unavailable(self.name, why)
         await asyncio.sleep(self.fallback_pace.delay())
         loop = asyncio.get_running_loop()
         value = await loop.run_in_executor(None, self.fallback, x)
