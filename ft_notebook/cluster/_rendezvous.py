@@ -35,6 +35,13 @@ MAX_BYTES = 16 * 2**20
 MAX_KEYS = 65_536
 #: The longest wait a client may ask for.
 MAX_WAIT_S = 3600.0
+#: At most this many sibling keys come back with a ``set`` (see :func:`_folder`).
+MAX_SIBLINGS = 256
+
+
+def _folder(key: str) -> str:
+    """A key's folder: up to its last ``/`` (a group's prefix: its ranks' keys)."""
+    return key.rpartition("/")[0]
 
 
 class StoreFull(Exception):
@@ -50,6 +57,8 @@ class RendezvousStore:
     def __init__(self, max_bytes: int = MAX_BYTES, max_keys: int = MAX_KEYS) -> None:
         self.max_bytes, self.max_keys = max_bytes, max_keys
         self.data: dict[str, bytes] = {}
+        #: key folder -> its keys, for what a ``set`` answers (the siblings)
+        self.folders: dict[str, set[str]] = {}
         self.nbytes = 0
         self._changed = asyncio.Event()  # set (and replaced) on every write
         self.closed = False
@@ -73,6 +82,7 @@ class RendezvousStore:
                 f"(ft.down) if this persists."
             )
         self.data[key] = value
+        self.folders.setdefault(_folder(key), set()).add(key)
         self.nbytes += grow
         self._wake()
 
@@ -98,8 +108,19 @@ class RendezvousStore:
         old = self.data.pop(key, None)
         if old is None:
             return False
+        folder = self.folders.get(_folder(key))
+        if folder is not None:
+            folder.discard(key)
+            if not folder:
+                del self.folders[_folder(key)]
         self.nbytes -= len(key) + len(old)
         return True
+
+    def siblings(self, key: str) -> dict[str, bytes]:
+        """The other keys in ``key``'s folder, with their values (at most
+        :data:`MAX_SIBLINGS`)."""
+        names = sorted(self.folders.get(_folder(key), ()))[:MAX_SIBLINGS]
+        return {k: self.data[k] for k in names if k != key}
 
     def forget(self, prefix: str) -> int:
         """Delete every key under ``prefix`` (a group that will never meet again);
@@ -175,6 +196,9 @@ class RendezvousStore:
             for key, value in zip(keys, values, strict=True):
                 self.set(key, value)
             return None
+        if op == "set_and_peek":  # a rank's own key, and its peers' already there
+            self.set(keys[0], values[0])
+            return self.siblings(keys[0])
         if op == "add":
             return self.add(keys[0], amount)
         if op == "compare_set":

@@ -73,6 +73,25 @@ def test_the_operations_follow_tcpstore() -> None:
     assert do("delete_key", ["nope"]) is False
 
 
+def test_a_set_answers_the_keys_already_in_its_folder() -> None:
+    """What lets the last rank of a group form it with one call: its set answers the
+    peers' keys (its folder's), not other groups' nor its own."""
+    store = RendezvousStore()
+
+    def peek(key: str, value: bytes) -> object:
+        return asyncio.run(store.handle("set_and_peek", [key], [value]))["value"]
+
+    assert peek("g1/rank_0", b"a0") == {}
+    assert peek("g2/rank_0", b"other group") == {}
+    assert peek("g1/rank_1", b"a1") == {"g1/rank_0": b"a0"}
+    assert peek("g1/rank_2", b"a2") == {"g1/rank_0": b"a0", "g1/rank_1": b"a1"}
+    store.delete("g1/rank_0")
+    assert peek("g1/rank_1", b"a1") == {"g1/rank_2": b"a2"}
+    assert store.forget("g1/") == 2
+    assert "g1" not in store.folders
+    assert set(store.folders) == {"g2"}
+
+
 def test_a_wait_ends_when_its_key_comes_or_at_its_timeout() -> None:
     async def scenario() -> tuple[dict[str, object], dict[str, object], float]:
         store = RendezvousStore()

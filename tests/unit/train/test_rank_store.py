@@ -15,6 +15,7 @@ from distributed import Client, LocalCluster
 
 from ft_notebook.cluster import install_plugins
 from ft_notebook.cluster._control import control_plane
+from ft_notebook.testing import poll_for
 from ft_notebook.train.rank._store import ClusterStore
 
 pytestmark = pytest.mark.unit
@@ -51,9 +52,16 @@ def test_three_ranks_form_a_gloo_group_through_the_scheduler(worker: Any) -> Non
         prefixed = dist.PrefixStore("ft/t/i/g1/", stores[r])  # type: ignore[attr-defined]
         groups[r] = dist.ProcessGroupGloo(prefixed, r, 3, datetime.timedelta(seconds=20))
 
+    store = control_plane(_scheduler(worker)).rendezvous
+    assert store is not None
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(3)]
-    for t in threads:
+    for r, t in enumerate(threads):  # one after another: each finds its elders' keys
         t.start()
+        poll_for(
+            lambda r=r: sum(k.startswith("ft/t/i/g1/") for k in store.data) > r,
+            timeout=20,
+            what=f"rank {r}'s key",
+        )
     for t in threads:
         t.join(60)
     assert sorted(groups) == [0, 1, 2]
@@ -62,11 +70,14 @@ def test_three_ranks_form_a_gloo_group_through_the_scheduler(worker: Any) -> Non
     for w in works:
         w.wait()
     assert all(t.tolist() == [3.0, 3.0] for t in tensors)
-    # one round trip for its own address and one per peer: gloo's wait-then-get of
-    # each key costs one, and its wait for its own key none
-    assert [s.calls for s in stores] == [["set", "wait", "wait"]] * 3
-    store = control_plane(_scheduler(worker)).rendezvous
-    assert store is not None
+    # one round trip for its own address, which answers the peers' already there, and
+    # one per peer still to come: the last rank forms its group with one call (with a
+    # plain set, each rank made three)
+    assert [s.calls for s in stores] == [
+        ["set_and_peek", "wait", "wait"],
+        ["set_and_peek", "wait"],
+        ["set_and_peek"],
+    ]
     keys = [k for k in store.data if k.startswith("ft/t/i/g1/")]
     assert keys  # the group's addresses went through the scheduler
     assert store.forget("ft/t/i/g1/") == len(keys)
