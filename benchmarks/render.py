@@ -33,6 +33,7 @@ ORDER = (
     "train",
     "train-cuda",
     "drills",
+    "drills-realistic",
     "torchft",
     "dashboard",
     "serve",
