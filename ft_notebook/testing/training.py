@@ -17,7 +17,9 @@ travels to workers by reference.
 from __future__ import annotations
 
 import functools
+import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -140,6 +142,16 @@ def regression_problem(
         "loss": torch.nn.functional.mse_loss,
         "batch_size": batch,
     }
+
+
+def held_while(hold: str, factory: Callable[[], Any]) -> Any:
+    """``factory()`` once the file ``hold`` is gone (at most 2 minutes): a test holds
+    the workers that restart meanwhile, whose warm-up builds the model, out of a run
+    until it lets them (on a fast machine they rejoined a short run before it ended)."""
+    deadline = time.monotonic() + 120
+    while os.path.exists(hold) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return factory()
 
 
 def batchnorm_mlp() -> torch.nn.Module:

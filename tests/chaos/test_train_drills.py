@@ -17,6 +17,7 @@ from distributed import Client
 
 from ft_notebook.cluster.chaos import kill_worker
 from ft_notebook.testing import poll_for, training_cluster
+from ft_notebook.testing.training import held_while
 from ft_notebook.testing.training_chaos import (
     TOLERANCE,
     DrillModel,
@@ -154,6 +155,10 @@ def test_the_two_kills_that_showed_the_divergence_end_on_the_reference(
     markers.mkdir()
     problem["data"].slow = {at_27: 0.5, at_63: 0.5}
     problem["data"].slow_once_each = str(markers)
+    # the killed workers restart in seconds: held out until the run ends, or on a fast
+    # machine worker 2 was back before step 75, and the run was not issue 17's any more
+    hold = tmp_path / "hold"
+    problem["model"] = functools.partial(held_while, str(hold), problem["model"])
     run = fit(
         epochs=2,
         cluster=trio,
@@ -165,13 +170,16 @@ def test_the_two_kills_that_showed_the_divergence_end_on_the_reference(
         **problem,
     )
     poll_for((markers / str(at_27)).exists, timeout=120, what="step 27")
+    hold.touch()
     kill_worker(trio, "2")
     poll_for((markers / str(at_63)).exists, timeout=120, what="step 63")
     kill_worker(trio, "0")
-    run.wait(timeout=300)
+    try:
+        run.wait(timeout=300)
+    finally:
+        hold.unlink()
     info = run.info()
     assert [(r["step"], r["workers_after"]) for r in info["recoveries"]] == [(28, 2), (64, 1)]
-    # the restarted workers warm up for seconds: the run ends before they are back
     assert info["joins"] == [], "a worker rejoined: the drill no longer runs 1 worker at 75"
     gap = distance(final_weights(run), final_weights(reference))
     assert gap <= TOLERANCE, f"{gap:.3g} away from the undisturbed run"

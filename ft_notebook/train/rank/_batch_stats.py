@@ -54,6 +54,9 @@ class BatchStats:
                 width += 1 + 2 * module.num_features  # count, mean, variance
         #: columns of a part's row
         self.width = width
+        #: id(layer) -> (name, offset): the hook's lookup; a layer of a copy of the
+        #: model (a background evaluation's deepcopy keeps the hooks) is not in it
+        self._where = {id(m): (name, offset) for name, m, offset in self.layers}
         tracked = {id(m) for _, m, _ in self.layers}
         #: every other module's buffers, which no forward pass may change
         self._others = [
@@ -97,11 +100,12 @@ class BatchStats:
             self._check_others(before)
 
     def _record(self, module: Any, args: tuple[Any, ...]) -> None:
-        if self._row is None or not module.training:
+        where = self._where.get(id(module))
+        if self._row is None or where is None or not module.training:
             return
         import torch
 
-        name, _, offset = next(entry for entry in self.layers if entry[1] is module)
+        name, offset = where
         if id(module) in self._seen:
             raise TrainingError(
                 f"BatchNorm layer {name!r} ran twice in one forward pass: ft.fit keeps "
