@@ -39,6 +39,9 @@ from ft_notebook.serve._suspects import InFlight, spread_loss
 _HEDGE_AFTER_SAMPLES = 20
 #: Answers between two computations of the hedge time.
 _HEDGE_EVERY = 16
+#: How long after a second replica lost under one request the others are asked
+#: whether they still answer (see Router._others_answer).
+_TOGETHER_S = 0.3
 
 
 @dataclass(frozen=True)
@@ -308,7 +311,10 @@ class Router:
         none does, the replicas are going down together (their workers killed, the
         machine short of memory), and the request goes the usual way: re-sent, or to
         the fallback."""
-        others = [v for k, v in self.views.items() if k not in tried]
+        # workers killed together go one after another, ~30 ms apart: a moment later
+        # the third of them is gone too, and a ping at once would have found it alive
+        await asyncio.sleep(_TOGETHER_S)
+        others = [v for k, v in self.views.items() if k not in tried and v.breaker.in_rotation()]
         if not others:
             return False
         answers = await asyncio.gather(*(self.rotation.answers(v) for v in others))
