@@ -24,6 +24,7 @@ DEFAULTS = {
             "dashboard-port": None,
             "start-timeout": "120s",
             "connect-timeout": "15s",
+            "worker-start": "forkserver",
         },
         "train": {
             "checkpoint-every": 50,

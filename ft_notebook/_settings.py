@@ -41,6 +41,8 @@ class ClusterConfig:
     dashboard_port: int | None
     start_timeout_s: float
     connect_timeout_s: float
+    #: how worker processes start: "forkserver" (from a server with torch imported) or "spawn"
+    worker_start: str
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ _DEFAULTS_FILE = Path(__file__).with_name("ft_notebook.yaml")
 _SECTION = "ft-notebook"
 
 EVENT_TRANSPORTS = ("auto", "local", "dask")
+#: How a cluster's nannies start worker processes (see ft_notebook.cluster._forkserver).
+WORKER_STARTS = ("forkserver", "spawn")
 #: What a run with a robust aggregator does when too few workers are left for it.
 ON_VIOLATION = ("stall", "mean")
 
@@ -73,6 +75,7 @@ def load_config() -> FTConfig:
             dashboard_port=read.port(s, "cluster.dashboard-port", allow_none=True),
             start_timeout_s=read.duration(s, "cluster.start-timeout"),
             connect_timeout_s=read.duration(s, "cluster.connect-timeout"),
+            worker_start=read.choice(s, "cluster.worker-start", WORKER_STARTS),
         ),
         server=ServerConfig(chaos_actions=read.boolean(s, "server.chaos-actions")),
         train=TrainConfig(

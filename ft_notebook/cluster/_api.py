@@ -179,6 +179,7 @@ def _request(
         hung_after_s=cfg.hung_after_s,
         heartbeat_interval_s=cfg.heartbeat_interval_s,
         start_timeout_s=cfg.start_timeout_s,
+        worker_start=cfg.worker_start,
     )
 
 

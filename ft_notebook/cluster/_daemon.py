@@ -96,6 +96,7 @@ def collective_interface(host: str) -> dict[str, str]:
 async def _serve(spec: ClusterSpec, ready: _Ready) -> int:
     import dask.config
 
+    from ft_notebook.cluster import forkserver
     from ft_notebook.config import cluster_dask_config
 
     base = cluster_dask_config()  # imports distributed, which registers its defaults
@@ -109,8 +110,10 @@ async def _serve(spec: ClusterSpec, ready: _Ready) -> int:
         # one that forwards requests to other hosts and ports (`proxy`)
         "distributed.scheduler.http.routes": [_HEALTH, _STATICS],
         "distributed.worker.http.routes": [_HEALTH, _STATICS],
+        **forkserver.dask_config(spec.worker_start),
     }
     with dask.config.set(config):
+        forkserver.preload_server(spec.worker_start)
         return await _Cluster(spec, ready).run()
 
 

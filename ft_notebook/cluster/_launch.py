@@ -52,6 +52,7 @@ class StartRequest:
     hung_after_s: float
     heartbeat_interval_s: float
     start_timeout_s: float
+    worker_start: str = "forkserver"
 
 
 def start_cluster(registry: Registry, request: StartRequest) -> ClusterInfo:
@@ -88,6 +89,7 @@ def start_cluster(registry: Registry, request: StartRequest) -> ClusterInfo:
         heartbeat_interval_s=request.heartbeat_interval_s,
         start_timeout_s=request.start_timeout_s,
         certs=certs,
+        worker_start=request.worker_start,
     )
     spec_path = folder / "spec.json"
     spec.dump(spec_path)

@@ -49,6 +49,8 @@ class ClusterSpec:
     start_timeout_s: float
     certs: CertPaths
     preload: tuple[str, ...] = (PRELOAD,)
+    #: how nannies start worker processes: "forkserver" (torch imported once) or "spawn"
+    worker_start: str = "forkserver"
 
     @property
     def gpus(self) -> tuple[str, ...]:

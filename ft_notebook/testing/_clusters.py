@@ -41,6 +41,7 @@ def training_cluster(
     heartbeat: str = "200ms",
     env: dict[str, str] | None = None,
     silence_logs: int = 40,
+    worker_start: str = "spawn",
 ) -> Iterator[Any]:
     """A LocalCluster for training drills; yield a Client to it with our plugins on.
 
@@ -50,14 +51,22 @@ def training_cluster(
     Dask's ``lost-worker-timeout`` raised: by default a LocalCluster closes, for good,
     the nanny of a worker still gone 15 s after a removal, and that check can land
     while a later kill of the same worker is restarting.
+
+    ``worker_start``: "spawn" (Dask's default: a new interpreter per worker, which
+    imports torch again) or "forkserver" (forks of a server with torch imported, as
+    ``ft.cluster()`` starts them; see :mod:`ft_notebook.cluster.forkserver`). The
+    setting holds while the cluster lives, for its restarts; the server, once started,
+    stays for the rest of this process.
     """
     import dask.config
     from distributed import Client, LocalCluster
 
-    from ft_notebook.cluster import install_plugins
+    from ft_notebook.cluster import forkserver, install_plugins
     from ft_notebook.config import cluster_dask_config
 
-    with dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"}):
+    held = {"distributed.deploy.lost-worker-timeout": "1h", **forkserver.dask_config(worker_start)}
+    with dask.config.set(held):
+        forkserver.preload_server(worker_start)
         with dask.config.set(cluster_dask_config()):
             lc = LocalCluster(
                 n_workers=workers,

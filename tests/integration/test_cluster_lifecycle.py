@@ -76,11 +76,13 @@ def test_it_runs_detached_on_loopback_with_its_output_in_its_log(
     daemon = psutil.Process(info.pid)
     assert os.getsid(info.pid) != os.getsid(0)  # a session of its own
     assert daemon.ppid() != os.getpid()  # nobody's child: it outlives its starter
-    # its children: the workers, and multiprocessing's resource tracker
-    workers = [c for c in daemon.children() if "resource_tracker" not in " ".join(c.cmdline())]
+    # its children: the fork server (torch imported once) and multiprocessing's
+    # resource tracker; the workers are forks of the server
+    servers = [c for c in daemon.children() if "forkserver" in " ".join(c.cmdline())]
+    assert len(servers) == 1, [c.cmdline() for c in daemon.children()]
     assert sorted(info.workers) == ["cpu0", "cpu1"]
-    assert {w.pid for w in workers} == set(info.workers.values())
-    for pid in [info.pid, *info.workers.values()]:
+    assert {w.pid for w in servers[0].children()} == set(info.workers.values())
+    for pid in [info.pid, servers[0].pid, *info.workers.values()]:
         assert os.readlink(f"/proc/{pid}/fd/1") == info.log  # never our stdout
         assert os.readlink(f"/proc/{pid}/fd/2") == info.log
     assert _listening([info.pid, *info.workers.values()]) == {"127.0.0.1"}
