@@ -33,15 +33,12 @@ from ft_notebook.events import Health
 from ft_notebook.serve import _refusals as refusals
 from ft_notebook.serve._policy import Budget, Latencies, Pace, request_bytes
 from ft_notebook.serve._rotation import ReplicaView, Rotation
-from ft_notebook.serve._suspects import InFlight, spread_loss
+from ft_notebook.serve._suspects import InFlight, others_answer, spread_loss
 
 #: Successful calls seen before hedging starts: a p95 of fewer means little.
 _HEDGE_AFTER_SAMPLES = 20
 #: Answers between two computations of the hedge time.
 _HEDGE_EVERY = 16
-#: How long after a second replica lost under one request the others are asked
-#: whether they still answer (see Router._others_answer).
-_TOGETHER_S = 0.3
 
 
 @dataclass(frozen=True)
@@ -225,7 +222,7 @@ class Router:
         used_retries, errors = 0, []
         lost_under: list[str] = []  # replicas lost or failed while they had it
         hedged = considered = False  # a hedge sent; the hedge time passed (one per request)
-        request = InFlight()
+        request = InFlight(self.views)
         try:
             while True:
                 if not pending:
@@ -291,7 +288,9 @@ class Router:
                     request.handled(view)
                     if not why.startswith("not-ready"):  # not ready: it never ran the request
                         lost_under.append(view.key)
-                    if len(lost_under) >= 2 and await self._others_answer(tried):
+                    if len(lost_under) >= 2 and await others_answer(
+                        self.views, tried, request, self.rotation.answers
+                    ):
                         for loser in pending:
                             loser.cancel()
                         self.counts["failed"] += 1
@@ -304,21 +303,6 @@ class Router:
         finally:
             request.release()
         return await self._no_replica(x, started, used_retries, hedged, errors)
-
-    async def _others_answer(self, tried: set[str]) -> bool:
-        """After a second replica lost under one request: does a replica it was not
-        sent to answer now? Then the input is the likely cause (a PoisonRequest). When
-        none does, the replicas are going down together (their workers killed, the
-        machine short of memory), and the request goes the usual way: re-sent, or to
-        the fallback."""
-        # workers killed together go one after another, ~30 ms apart: a moment later
-        # the third of them is gone too, and a ping at once would have found it alive
-        await asyncio.sleep(_TOGETHER_S)
-        others = [v for k, v in self.views.items() if k not in tried and v.breaker.in_rotation()]
-        if not others:
-            return False
-        answers = await asyncio.gather(*(self.rotation.answers(v) for v in others))
-        return any(answers)
 
     def _outcome(self, task: asyncio.Task[Any]) -> tuple[dict[str, Any] | None, str, bool]:
         if task.cancelled():

@@ -11,16 +11,33 @@ re-sent (:meth:`InFlight.mark`, called for every holder of a lost replica).
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+
 from ft_notebook.serve._rotation import ReplicaView
+
+#: How long after a second replica lost under one request the others are asked
+#: whether they still answer (see :func:`others_answer`).
+_TOGETHER_S = 0.3
 
 
 class InFlight:
     """One request in the router: the replicas it has an attempt on, and those it
-    marked as holding a *suspect* (a request that has lost a replica; one a replica)."""
+    marked as holding a *suspect* (a request that has lost a replica; one a replica).
 
-    def __init__(self) -> None:
+    ``present``: the replicas in the router when the request came (key ->
+    incarnation). Only they can witness that a request is poison: a replica started
+    since (a killed worker's replacement, back within a second) answering proves
+    nothing of an outage that took every replica the request could have met."""
+
+    def __init__(self, present: Mapping[str, ReplicaView] | None = None) -> None:
         self.on: set[ReplicaView] = set()
         self.marked: list[ReplicaView] = []
+        self.present = {k: v.incarnation for k, v in (present or {}).items()}
+
+    def witnessed(self, view: ReplicaView) -> bool:
+        """Whether ``view`` was in the router, this incarnation of it, when we came."""
+        return self.present.get(view.key) == view.incarnation
 
     def sent(self, view: ReplicaView, *, suspect: bool) -> None:
         self.on.add(view)
@@ -56,3 +73,28 @@ def spread_loss(view: ReplicaView) -> None:
         for other in holder.on:
             if other is not view:
                 holder.mark(other)
+
+
+async def others_answer(
+    views: Mapping[str, ReplicaView],
+    tried: set[str],
+    request: InFlight,
+    answers: Callable[[ReplicaView], Awaitable[bool]],
+) -> bool:
+    """After a second replica lost under one request: does a replica it was not
+    sent to, there when it came, answer now (``answers``: a ping)? Then the input is
+    the likely cause (a PoisonRequest); a replacement started since would answer
+    after any outage. When none does, the replicas are going down together (their
+    workers killed, the machine short of memory), and the request goes the usual
+    way: re-sent, or to the fallback."""
+    # workers killed together go one after another, ~30 ms apart: a moment later
+    # the third of them is gone too, and a ping at once would have found it alive
+    await asyncio.sleep(_TOGETHER_S)
+    others = [
+        v
+        for k, v in views.items()
+        if k not in tried and v.breaker.in_rotation() and request.witnessed(v)
+    ]
+    if not others:
+        return False
+    return any(await asyncio.gather(*(answers(v) for v in others)))
