@@ -23,7 +23,7 @@ statistics included) and on the eval_fn's value against the undisturbed run's. S
 to ``results/drills-realistic.json``.
 
 ``--baseline N``: N default-mode seeds run twice more on the bare MLP (no counters,
-the issue's own run), with ``ft-notebook.train.float64-sums`` false (one float32 slice
+the issue's own run), with ``ft-notebook.train.ordered-sums`` false (one float32 slice
 per rank, the arithmetic before) and true, to show what the drills catch.
 
 Saves every drill's checks to ``benchmarks/results/drills.json`` (the baseline as a
@@ -132,7 +132,7 @@ def main() -> None:
             base_seeds = [s for s in range(args.first_seed, 10**6) if s % 2 == 0][: args.baseline]
             arms = {}
             for float64 in (False, True):
-                with dask.config.set({"ft-notebook.train.float64-sums": float64}):
+                with dask.config.set({"ft-notebook.train.ordered-sums": float64}):
                     reload_config()
                     t0 = time.monotonic()
                     tag = "f64-bare" if float64 else "f32-bare"
@@ -225,7 +225,7 @@ def baseline_table(arms: dict[bool, tuple[list[Any], float]]) -> Table:
         "drills-baseline",
         "What the drills catch: the arithmetic before float64 sums",
         f"The same faults on the issue's bare MLP (no counters), default mode, seeds {seeds}, "
-        "once with `ft-notebook.train.float64-sums: false` (each rank sums its own float32 "
+        "once with `ft-notebook.train.ordered-sums: false` (each rank sums its own float32 "
         "slice, in an order that depends on the world size) and once with the float64 parts.",
     )
     t.row(

@@ -118,14 +118,14 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[Table]:
     problem["data"] = TensorDataset(*problem["data"].tensors)
     checked: list[bool] = []
 
-    def ft_arm(checkpoint_every: int, float64_sums: bool = True) -> dict[str, float]:
+    def ft_arm(checkpoint_every: int, ordered_sums: bool = True) -> dict[str, float]:
         import dask.config
 
         from ft_notebook.config import reload_config
 
         # a cluster of its own: none runs beside the torchrun arm
         cluster, client = start_cluster(args.workers)
-        with cluster, dask.config.set({"ft-notebook.train.float64-sums": float64_sums}):
+        with cluster, dask.config.set({"ft-notebook.train.ordered-sums": ordered_sums}):
             reload_config()  # fit reads its settings once per process otherwise
             try:
                 return ft_run(client, checkpoint_every)
@@ -206,7 +206,7 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[Table]:
         "torchrun": torchrun_arm,
         "ft-ckpt": lambda: ft_arm(checkpoint_every=50),
         # the arithmetic before float64 sums: one float32 slice per rank
-        "ft-f32": lambda: ft_arm(checkpoint_every=10 * steps, float64_sums=False),
+        "ft-f32": lambda: ft_arm(checkpoint_every=10 * steps, ordered_sums=False),
     }
     arms = {k: v for k, v in arms.items() if k in args.arms.split(",")}
     results: dict[str, list[dict[str, float]]] = {k: [] for k in arms}
@@ -238,7 +238,7 @@ def bench_throughput(args: argparse.Namespace, work: Path) -> list[Table]:
     rows = {
         "ft": ("steady-state throughput, no periodic checkpoints", Goal("ratio", ">=", 0.97)),
         "ft-ckpt": ("the same, with `checkpoint_every=50`", None),
-        "ft-f32": ("the same, `float64-sums: false` (float32 slices)", None),
+        "ft-f32": ("the same, `ordered-sums: false` (float32 slices)", None),
     }
     for key, (measure, goal) in rows.items():
         if key in results:

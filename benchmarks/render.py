@@ -32,6 +32,7 @@ ORDER = (
     "zoo",
     "train",
     "train-cuda",
+    "scale",
     "drills",
     "drills-realistic",
     "torchft",

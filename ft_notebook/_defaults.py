@@ -41,7 +41,7 @@ DEFAULTS = {
             "stall-min": "10s",
             "first-steps-floor": "300s",
             "nonfinite-limit": 3,
-            "float64-sums": True,
+            "ordered-sums": True,
             "deterministic-chunks": 8,
             "device": "auto",
             "amp": False,

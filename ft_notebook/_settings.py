@@ -78,8 +78,8 @@ class TrainConfig:
     first_steps_floor_s: float
     #: Non-finite steps skipped in a row before the run rolls back.
     nonfinite_limit: int
-    #: Sum gradients in float64 over fixed parts, whatever the world size.
-    float64_sums: bool
+    #: Add the gradients of fixed parts in part order, whatever the world size.
+    ordered_sums: bool
     #: deterministic=True: micro-chunks per batch when chunk_size is not given.
     deterministic_chunks: int
     #: "auto", "cpu", "cuda" or "cuda:<index>".

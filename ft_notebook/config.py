@@ -93,7 +93,7 @@ def load_config() -> FTConfig:
             stall_min_s=read.duration(s, "train.stall-min"),
             first_steps_floor_s=read.duration(s, "train.first-steps-floor"),
             nonfinite_limit=read.positive_int(s, "train.nonfinite-limit"),
-            float64_sums=read.boolean(s, "train.float64-sums"),
+            ordered_sums=read.boolean(s, "train.ordered-sums"),
             deterministic_chunks=read.positive_int(s, "train.deterministic-chunks"),
             device=read.device(s, "train.device"),
             amp=read.boolean(s, "train.amp"),
@@ -231,8 +231,10 @@ def _section() -> dict[str, Any]:
 #: Settings that no longer exist -> what replaced them: a value left in a user's file
 #: must not be ignored without a word.
 RETIRED = {
-    "train.group-timeout": "train.rendezvous-timeout (a group's setup, 30s) and "
-    "train.collective-timeout (one collective, 600s)",
+    "train.group-timeout": "it was split into train.rendezvous-timeout (a group's setup, "
+    "30s) and train.collective-timeout (one collective, 600s)",
+    "train.float64-sums": "it became train.ordered-sums (the parts are added in part "
+    "order, in float32 on a CPU)",
 }
 
 
@@ -242,9 +244,7 @@ def _refuse_retired(section: Mapping[str, Any]) -> None:
             value = _config_sources.get(section, key)
         except (KeyError, TypeError):
             continue
-        raise ConfigError(
-            f"ft-notebook.{key}", value, expected=f"no value: it was split into {instead}"
-        )
+        raise ConfigError(f"ft-notebook.{key}", value, expected=f"no value: {instead}")
 
 
 if __name__ == "__main__":

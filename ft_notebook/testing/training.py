@@ -144,6 +144,35 @@ def regression_problem(
     }
 
 
+def scale_mlp(hidden: int, features: int = 32, outputs: int = 4) -> torch.nn.Module:
+    """``features``-H-H-``outputs`` with ReLU: about H**2 parameters (0.28 M at H=512,
+    4.3 M at 2048, 17 M at 4096, 67 M at 8192), the scale benchmark's model."""
+    return torch.nn.Sequential(
+        torch.nn.Linear(features, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, outputs),
+    )
+
+
+def scale_problem(hidden: int, size: int = 960, batch: int = 96) -> dict[str, Any]:
+    """``ft.fit``'s arguments for :func:`scale_mlp` with AdamW on a random regression
+    (32 features, 4 targets): the same tensors wherever it is built."""
+    from torch.utils.data import TensorDataset
+
+    g = torch.Generator().manual_seed(1234)
+    x = torch.randn(size, 32, generator=g)
+    y = x @ torch.randn(32, 4, generator=g) + 0.1 * torch.randn(size, 4, generator=g)
+    return {
+        "model": functools.partial(scale_mlp, hidden),
+        "data": TensorDataset(x, y),
+        "optimizer": functools.partial(torch.optim.AdamW, lr=1e-3),
+        "loss": torch.nn.functional.mse_loss,
+        "batch_size": batch,
+    }
+
+
 def held_while(hold: str, factory: Callable[[], Any]) -> Any:
     """``factory()`` once the file ``hold`` is gone (at most 2 minutes): a test holds
     the workers that restart meanwhile, whose warm-up builds the model, out of a run

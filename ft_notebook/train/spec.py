@@ -81,9 +81,9 @@ class FitSpec:
     deterministic: bool = False
     chunk_size: int | None = None  # deterministic: the micro-chunk size (see chunk)
     deterministic_chunks: int = field(default_factory=train_setting("deterministic_chunks"))
-    #: Sum each step's parts in float64, so the result does not depend on the world
+    #: Add each step's parts in part order, so the result does not depend on the world
     #: size (see :mod:`.rank._trainer`).
-    float64_sums: bool = field(default_factory=train_setting("float64_sums"))
+    ordered_sums: bool = field(default_factory=train_setting("ordered_sums"))
     checkpoint_every: int = field(default_factory=train_setting("checkpoint_every"))
     #: checkpoint_every="auto": Daly's interval, planned by rank 0 (see ._schedule),
     #: with this MTBF; checkpoint_every is then only the first save's step

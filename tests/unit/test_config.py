@@ -120,6 +120,14 @@ def test_a_retired_setting_left_in_a_config_names_what_replaced_it() -> None:
     assert "train.collective-timeout" in message
 
 
+def test_float64_sums_left_in_a_config_is_refused_naming_ordered_sums() -> None:
+    with (
+        dask.config.set({"ft-notebook.train.float64-sums": False}),
+        pytest.raises(ConfigError, match=r"float64-sums.*train\.ordered-sums"),
+    ):
+        load_config()
+
+
 @pytest.mark.parametrize("bad", ["soon", "-5s", 0, None])
 def test_bad_duration_is_a_config_error(bad: object) -> None:
     with (

@@ -73,7 +73,7 @@ def fit(
     ``device`` and ``amp`` left out (None) come from the configuration, the keys of
     those names under ``ft-notebook.train`` (defaults in ``ft_notebook.yaml``, set
     like any Dask setting: ``DASK_FT_NOTEBOOK__TRAIN__CHECKPOINT_EVERY=100``), and so
-    do the run's other settings (timeouts, hang detection, float64 sums, how many
+    do the run's other settings (timeouts, hang detection, ordered sums, how many
     checkpoints a ``store`` given as a URL keeps). They are read once, here, in this
     kernel, and the run keeps them: the workers' configuration plays no part.
     ``checkpoint_every="auto"``: rank 0 plans Daly's interval (:mod:`ft_notebook.plan`)

@@ -5,7 +5,8 @@
 all-reduce and broadcast of the rank on that generation's group, waiting through the
 rank's :class:`~._groups.Waker`: a newer plan interrupts the wait
 (:class:`~._groups.Interrupted`), a failed or unstartable collective raises
-:class:`~._groups.PeerFailed`. All ranks of a generation must issue the same
+:class:`~._groups.PeerFailed`. The sends and receives of :mod:`._ordered_sum` go
+through it too. All ranks of a generation must issue the same
 collectives in the same order; the parts that call these are written so that they do.
 """
 
@@ -50,3 +51,21 @@ class Collectives:
         except Exception as e:
             raise PeerFailed(f"{what} could not start: {e}") from e
         self.waker.wait(work, what)
+
+    def send(self, tensor: Any, dst: int, tag: int, what: str) -> Any:
+        """Start sending ``tensor`` to rank ``dst`` under ``tag``; wait with :meth:`finish`."""
+        try:
+            return self.current().group.send([tensor], dst, tag)
+        except Exception as e:
+            raise PeerFailed(f"{what} could not start: {e}") from e
+
+    def recv(self, tensor: Any, src: int, tag: int, what: str) -> Any:
+        """Start receiving into ``tensor`` from rank ``src`` under ``tag``."""
+        try:
+            return self.current().group.recv([tensor], src, tag)
+        except Exception as e:
+            raise PeerFailed(f"{what} could not start: {e}") from e
+
+    def finish(self, works: list[Any], what: str) -> None:
+        """Wait for every one of ``works`` (sends and receives)."""
+        self.waker.wait_all(works, what)

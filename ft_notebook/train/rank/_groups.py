@@ -143,6 +143,35 @@ class Waker:
         except Exception as e:  # gloo raises RuntimeError, NCCL DistBackendError
             raise PeerFailed(f"{what} failed: {str(e).splitlines()[0][:300]}") from e
 
+    def wait_all(self, works: list[Any], what: str) -> None:
+        """Wait for every one of ``works``, which have no future to wake us (gloo's
+        sends and receives): a helper thread waits on them in turn and wakes us."""
+        done, failed = threading.Event(), []
+
+        def wait_in_turn() -> None:
+            try:
+                for work in works:
+                    work.wait()
+            except BaseException as e:  # handed to the rank below
+                failed.append(e)
+            finally:
+                done.set()
+                self.event.set()
+
+        threading.Thread(target=wait_in_turn, name="ft-wait-sends", daemon=True).start()
+        while not done.is_set():
+            self.event.clear()
+            if done.is_set():
+                break
+            if self.interrupted():  # the helper ends with the group (its timeout, abort)
+                self.abandoned.extend(works)
+                raise Interrupted(what)
+            self.event.wait(0.05)
+        if failed:
+            raise PeerFailed(f"{what} failed: {str(failed[0]).splitlines()[0][:300]}") from (
+                failed[0]
+            )
+
 
 @dataclass(frozen=True)
 class GroupTimeouts:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ft_notebook.train.protocol import Phase, plain
 from ft_notebook.train.rank._eval import BackgroundEval
 from ft_notebook.train.rank._groups import Interrupted
+from ft_notebook.train.rank._ordered_sum import Parts
 from ft_notebook.train.report_kinds import (
     DoneData,
     NonfiniteData,
@@ -78,13 +79,18 @@ class StepLoop:
                 held.commit(step + 1)
                 continue
             self.reporter.set_phase(Phase.COMPUTE)
-            buffer = trainer.local_gradients(step, gen.rank, gen.world, plan.parts)
+            share = trainer.local_gradients(step, gen.rank, gen.world, plan.parts)
             self.reporter.set_phase(Phase.REDUCE)
-            self.collectives.allreduce(buffer, "SUM", f"the gradient reduction of step {step}")
+            what = f"the gradient reduction of step {step}"
+            if isinstance(share, Parts):
+                total = share.sum(self.collectives, what)
+            else:
+                self.collectives.allreduce(share, "SUM", what)
+                total = trainer.reduce_rows(share)
             stats = trainer.stats_table  # BatchNorm statistics per part: zeros but ours
             if stats is not None:
                 self.collectives.allreduce(stats, "SUM", f"the BatchNorm statistics of step {step}")
-            loss, ok = trainer.apply(trainer.reduce_rows(buffer), stats)
+            loss, ok = trainer.apply(total, stats)
             held.commit(step + 1)
             if first and gen.rank == 0:  # the coordinator times recoveries by this
                 report(ResumedData(synced_step=synced_step))

@@ -11,22 +11,25 @@ about 1e-7, and training amplifies that (a ReLU whose input sits near zero flips
 one sample, Adam scales a tiny difference up to a full step). Measured on an MLP with
 AdamW, fault-free runs on 3, 2 and 1 workers ended 7-14% apart. So the batch is cut
 into a fixed number of *parts* (the run's largest world size so far, whatever the
-world size now), each part's gradient is computed by one backward pass of its own, exactly as
-in a run without failures, and the parts are summed in float64: a sum of a few
-float32 values in float64 is exact, or off by far less than float32 resolves, in any
-order. A survivor that takes over a lost rank's part computes it in a backward pass
-of its own. The cost: a float64 buffer beside the gradients (8 bytes per parameter)
-and twice the bytes in the all-reduce; ``ft-notebook.train.float64-sums: false``
-trades the invariance for them. With at most two parts (a run that never had more
-than two workers) it costs nothing: a float32 sum of two values is rounded once
-whoever adds them and in either order, which is what the float64 path gives, so
-those runs sum in float32 in place.
+world size now), each part's gradient is computed by one backward pass of its own,
+exactly as in a run without failures (a survivor that takes over a lost rank's part
+computes it in a pass of its own), and the parts are added in part order, whoever
+holds them (:mod:`._ordered_sum`): each rank owns a slice of the buffer, receives
+that slice of every part, folds them ``p0 + p1 + p2 ...`` and sends the sum back. A
+run that loses and regains workers then sums bit for bit what a run without failures
+sums, for the bytes of a float32 all-reduce. ``ft-notebook.train.ordered-sums:
+false`` sums one float32 slice per rank by an all-reduce instead (world-size
+dependent). With at most two parts (a run that never had more than two workers) the
+sum is one rounding of ``p0 + p1`` wherever it is taken, so those runs all-reduce
+their float32 gradients in place.
 
-With ``deterministic=True`` the buffer has one row per micro-chunk of the step (a
-fixed size, whatever the world size): each rank fills the rows of its chunks and
-leaves the others zero, so the sum over ranks adds each value to zeros only, which
-is exact in any order, and the rows are then added in chunk order on every rank. A
-run with failures then ends bit-identical to one without.
+With ``deterministic=True`` the parts are micro-chunks of a fixed size, whatever the
+world size and the run's history, summed in chunk order the same way: a run with
+failures ends bit-identical to one without, even on kernels that would compute a
+part differently in a batch of another size.
+
+On a GPU (NCCL) the parts are not sent point to point yet: they are summed by an
+all-reduce of float64 values, exact in any order (:mod:`._allreduce_buffer`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import numpy as np
 from ft_notebook._random import Stream
 from ft_notebook.train._sharding import DataCursor, epoch_order, split, split_chunks
 from ft_notebook.train.rank._batch_stats import BatchStats
+from ft_notebook.train.rank._ordered_sum import Parts
 from ft_notebook.train.spec import FitSpec, steps_per_epoch
 
 
@@ -72,7 +76,9 @@ class Trainer:
         self.total_steps = self.steps_per_epoch * spec.epochs
         self._order: tuple[int, np.ndarray] | None = None
         self._flat: Any = None
-        self._total: Any = None  # the float64 sum of this rank's parts (float64_sums)
+        #: on a GPU: the float64 sum of this rank's parts, all-reduced
+        self.total64: Any = None
+        self._spares: list[Any] = []  # rows of this rank's parts but its last
         self._unseeded_next = (-1, -1)
         self._views: list[Any] = []
         #: The newest step's robust aggregate (its suspects), with an aggregator
@@ -115,15 +121,16 @@ class Trainer:
         return spec.loss(self.model(inputs), targets)  # type: ignore[misc]
 
     def local_gradients(self, step: int, rank: int, world: int, parts: int = 0) -> Any:
-        """This rank's weighted gradient buffer of ``step`` (see the module doc).
+        """This rank's share of ``step``'s gradient (see the module doc): the
+        :class:`~._ordered_sum.Parts` to sum in part order, or a buffer to all-reduce.
 
         ``parts``: how many parts the batch is cut into (the run's largest world size
         so far; 0 or fewer than ``world``: the world size). This rank computes its share of
         them, one backward pass each. A worker turned bad (``%ft chaos byzantine``)
         puts its attack in place of its gradients (:func:`ft_notebook.train._robust.sent`)."""
-        import torch
-
-        from ft_notebook.train._robust import knows_the_honest, sent
+        from ft_notebook.train._robust import knows_the_honest
+        from ft_notebook.train.rank._allreduce_buffer import allreduce_buffer
+        from ft_notebook.train.rank._robust_rows import honest_rows, own_row
 
         indices = self.step_indices(step)
         n = len(indices)
@@ -134,107 +141,60 @@ class Trainer:
             else None
         )
         # first: the plain path's own buffer is the gradient views these passes reuse
-        honest = self.honest_rows(indices, step, rank, world, parts) if knows_the_honest() else None
+        honest = None
+        if knows_the_honest():
+            honest = honest_rows(self, indices, step, rank, world, parts)
         if self.spec.aggregator is not None:
-            return self._own_row(indices, slices, step, rank, world, honest, table)
-        share = sum(hi - lo for _, lo, hi in slices) / n
-        if self.spec.deterministic:
-            chunks = len(split_chunks(n, self.spec.chunk))
-            rows = torch.zeros(chunks, self.numel + 1, dtype=torch.float64, device=self.device)
-            for c, lo, hi in slices:
-                self._backward(indices[lo:hi], (hi - lo) / n, step, c, rows[c], _row(table, c))
-                rows[c, :-1] = sent(rows[c, :-1], world, honest, (hi - lo) / n)
-            return rows
-        if not self.spec.float64_sums or max(parts, world) <= 2:
-            # float32, accumulated in place: with at most two parts the sum is one
-            # rounding of p0 + p1 wherever it is taken (one rank's two backward passes
-            # or a two-rank all-reduce), the float64 path's result bit for bit, at
-            # half its all-reduce bytes and without its two copies
-            flat = self._flat_gradients()
-            loss = 0.0
-            for slot, lo, hi in slices:
-                self._backward(indices[lo:hi], (hi - lo) / n, step, slot, flat, _row(table, slot))
-                loss += float(flat[-1])  # each pass writes its own weighted loss there
-            flat[-1] = loss
-            flat[:-1] = sent(flat[:-1], world, honest, share)
-            return flat
-        if self._total is None:  # the float64 buffer the parts are summed in, all-reduced
-            self._total = torch.empty(self.numel + 1, dtype=torch.float64, device=self.device)
-        total, written = self._total, False
-        for part, lo, hi in slices:
-            flat = self._flat_gradients()
-            self._backward(indices[lo:hi], (hi - lo) / n, step, part, flat, _row(table, part))
-            if written:
-                total += flat
-            else:
-                total.copy_(flat)  # float32 -> float64, exactly; no zeroing pass first
-                written = True
-        if not written:  # every part of this rank was empty (a short last batch)
-            total.zero_()
-        total[:-1] = sent(total[:-1], world, honest, share)
-        return total
+            return own_row(self, indices, slices, step, rank, world, honest, table)
+        if self.device.type == "cpu" and (
+            self.spec.deterministic or (self.spec.ordered_sums and max(parts, world) > 2)
+        ):
+            return self._parts(indices, slices, step, world, parts, honest, table)
+        return allreduce_buffer(self, indices, slices, step, world, parts, honest, table)
 
-    def honest_rows(
-        self, indices: np.ndarray, step: int, rank: int, world: int, parts: int = 0
-    ) -> Any:
-        """The mean gradient of every other rank's slice of the step, ``(world - 1, d)``
-        in float64, computed here as those ranks compute them (the same slots, seeds
-        and order): what an attacker that knows the honest gradients (ALIE, IPM) uses."""
-        import torch
-
-        rows = []
-        for other in range(world):
-            slices = self.slices(len(indices), other, world, parts)
-            samples = sum(hi - lo for _, lo, hi in slices)
-            if other == rank or samples == 0:
-                continue
-            row = torch.zeros(self.numel, dtype=torch.float64, device=self.device)
-            for slot, lo, hi in slices:
-                flat = self._flat_gradients()
-                self._backward(indices[lo:hi], (hi - lo) / samples, step, slot, flat, own=False)
-                row += flat[:-1]
-            rows.append(row)
-        return torch.stack(rows) if rows else None
-
-    def _own_row(
+    def _parts(
         self,
         indices: np.ndarray,
         slices: list[tuple[int, int, int]],
         step: int,
-        rank: int,
         world: int,
-        honest: Any = None,
-        table: Any = None,
-    ) -> Any:
-        """A robust aggregator's buffer (see :mod:`ft_notebook.train._robust`): this
-        rank's mean gradient over its own samples (and its loss) in row ``rank``, zeros
-        in the others' rows; what a bad worker sends instead, when this worker was
-        turned bad (``honest``: the others' rows, for an attack that needs them)."""
+        parts: int,
+        honest: Any,
+        table: Any,
+    ) -> Parts:
+        """One float32 row per part of this rank, each from a backward pass of its own:
+        the last straight into the gradient views (the buffer the sum lands in), the
+        others into rows of their own (a rank that took over a lost rank's part)."""
+        n = len(indices)
+        owners = [[slot for slot, _, _ in self.slices(n, r, world, parts)] for r in range(world)]
+        rows: dict[int, Any] = {}
+        for i, (slot, lo, hi) in enumerate(slices):
+            row = self.flat_gradients() if i == len(slices) - 1 else self._spare(i)
+            self.backward(indices[lo:hi], (hi - lo) / n, step, slot, row, _row(table, slot))
+            _attack(row, world, honest, (hi - lo) / n)
+            rows[slot] = row
+        return Parts(rows, owners, self._flat if rows else self.flat_gradients())
+
+    def _spare(self, i: int) -> Any:
+        """The zeroed row of this rank's ``i``-th part (one that is not its last)."""
         import torch
 
-        from ft_notebook.train._robust import sent
-
-        rows = torch.zeros(world, self.numel + 1, dtype=torch.float64, device=self.device)
-        own = sum(hi - lo for _, lo, hi in slices)
-        row = rows[rank]
-        for slot, lo, hi in slices:  # in slot order: the same sum wherever it runs
-            flat = self._flat_gradients()
-            self._backward(indices[lo:hi], (hi - lo) / own, step, slot, flat, _row(table, slot))
-            row += flat
-        row[:-1] = sent(row[:-1], world, honest)
-        return rows
+        dtype = self.params[0].dtype if self.params else torch.float32  # as the views'
+        while len(self._spares) <= i:
+            self._spares.append(torch.empty(self.numel + 1, dtype=dtype, device=self.device))
+        return self._spares[i].zero_()  # a parameter without a gradient adds zeros
 
     def slices(self, n: int, rank: int, world: int, parts: int = 0) -> list[tuple[int, int, int]]:
         """(slot, start, stop) of the ``n`` samples of a step that ``rank`` of ``world``
         computes, non-empty, in order. A slot is what its gradient is seeded and
         summed by: a fixed-size chunk (deterministic), a part of the batch cut into
-        ``max(parts, world)`` (float64 sums), or the rank itself (plain float32).
+        ``max(parts, world)`` (ordered sums), or the rank itself (plain float32).
         Over the ranks of a world, the slices cover the step's samples exactly once."""
         if self.spec.deterministic:
             bounds = split_chunks(n, self.spec.chunk)
             first, stop = split(len(bounds), world)[rank]
             return [(c, *bounds[c]) for c in range(first, stop)]
-        if not self.spec.float64_sums:
+        if not self.spec.ordered_sums:
             lo, hi = split(n, world)[rank]
             return [(rank, lo, hi)] if hi > lo else []
         parts = max(parts, world)
@@ -246,11 +206,11 @@ class Trainer:
         """How many slots :meth:`slices` numbers the ``n`` samples of a step into."""
         if self.spec.deterministic:
             return len(split_chunks(n, self.spec.chunk))
-        if not self.spec.float64_sums:
+        if not self.spec.ordered_sums:
             return world
         return max(parts, world)
 
-    def _flat_gradients(self) -> Any:
+    def flat_gradients(self) -> Any:
         """The zeroed flat buffer, with every parameter's ``.grad`` a view into it.
 
         Backward then accumulates straight into the buffer that is all-reduced, and
@@ -271,7 +231,7 @@ class Trainer:
             p.grad = view
         return self._flat
 
-    def _backward(
+    def backward(
         self,
         indices: np.ndarray,
         weight: float,
@@ -289,9 +249,9 @@ class Trainer:
 
         # dropout and other randomness: keyed by step and chunk or part, not by rank
         # (a survivor that takes over a part draws what its owner would have);
-        # without float64 sums, seeded (0.06 ms) only when the rank or the step
+        # without ordered sums, seeded (0.06 ms) only when the rank or the step
         # sequence changes, which keeps ranks apart
-        reseed = self.spec.deterministic or self.spec.float64_sums
+        reseed = self.spec.deterministic or self.spec.ordered_sums
         seed = None  # go on with this rank's own stream
         if reseed or (key, step) != self._unseeded_next:
             seed = (self.spec.seed * 1_000_003 + step) * 4099 + key
@@ -341,13 +301,14 @@ class Trainer:
         # overflowed from finite values is told apart by the full check
         if not math.isfinite(float(total.sum())) and not bool(torch.isfinite(total).all()):
             return loss, False
-        if total is self._total:  # float64 sums: rounded once, into the .grad views
+        if total is self.total64:  # float64 sums on a GPU: rounded once, into the views
             if self._flat is None:  # every part of this rank was empty (a short last batch)
-                self._flat_gradients()
+                self.flat_gradients()
             self._flat.copy_(total)
+        if total is self.total64 or total is self._flat:
             for p, view in zip(self.params, self._views, strict=True):
                 p.grad = view  # autograd may have swapped one out (another layout)
-        elif total is not self._flat:  # deterministic rows: the sum is a new tensor
+        else:  # deterministic rows on a GPU: the sum is a new tensor
             offset = 0
             for p in self.params:
                 k = p.numel()
@@ -379,7 +340,18 @@ class Trainer:
     def drop_buffers(self) -> None:
         """Forget the gradient buffers: an abandoned collective (a newer plan, a
         failed peer) may still complete into one, so it must never be reused."""
-        self._flat = self._total = self.stats_table = None
+        self._flat = self.total64 = self.stats_table = None
+        self._spares = []
+
+
+def _attack(row: Any, world: int, honest: Any, share: float) -> None:
+    """Put a bad worker's attack in place of the gradient in ``row`` (in place)."""
+    from ft_notebook.train._robust import sent
+
+    own = row[:-1]
+    made = sent(own, world, honest, share)
+    if made is not own:  # an honest worker's row stays as it is, with no copy
+        own.copy_(made)
 
 
 def _row(table: Any, slot: int) -> Any:

@@ -86,7 +86,7 @@ def test_fit_takes_every_setting_left_out_from_the_config(client: RecordingClien
         "ft-notebook.train.survivor-groups-max-world": 4,
         "ft-notebook.train.warmup-timeout": "2 minutes",
         "ft-notebook.train.deterministic-chunks": 2,
-        "ft-notebook.train.float64-sums": False,
+        "ft-notebook.train.ordered-sums": False,
         "ft-notebook.train.stall-min": "20s",
     }
     with dask.config.set(settings):
@@ -102,7 +102,7 @@ def test_fit_takes_every_setting_left_out_from_the_config(client: RecordingClien
         "collective_timeout_s": 1200.0,
         "survivor_groups_max_world": 4,
         "deterministic_chunks": 2,
-        "float64_sums": False,
+        "ordered_sums": False,
     }
     assert {k: getattr(spec, k) for k in expected} == expected
     assert spec.chunk == 4  # batch_size 8 in 2 chunks

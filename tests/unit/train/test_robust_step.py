@@ -15,6 +15,7 @@ from ft_notebook.robust import aggregator
 from ft_notebook.testing.training import regression_problem
 from ft_notebook.train._robust import rule_of, smallest_world, turn_bad, turn_good
 from ft_notebook.train._sharding import split
+from ft_notebook.train.rank._ordered_sum import Parts
 from ft_notebook.train.rank._trainer import Trainer
 from ft_notebook.train.spec import FitSpec
 
@@ -102,7 +103,9 @@ def test_alie_under_the_mean_replaces_the_bad_rank_s_share_of_the_sum() -> None:
     honest = torch.stack([_own_gradient(spec, 1, r) for r in (0, 2)])
     t = Trainer(spec, CPU)
     turn_bad("alie", z=1.5)
-    sent = t.local_gradients(1, 1, WORLD).clone()
+    share_sent = t.local_gradients(1, 1, WORLD)  # rank 1 of 3 holds part 1 of 3
+    assert isinstance(share_sent, Parts)
+    sent = share_sent.rows[1].clone()
     turn_good()
     lo, hi = split(len(t.step_indices(1)), WORLD)[1]
     share = (hi - lo) / len(t.step_indices(1))

@@ -19,7 +19,7 @@ from ft_notebook.train.spec import FitSpec
 
 MODES: dict[str, dict[str, Any]] = {
     "float64 sums": {},
-    "float32": {"float64_sums": False},
+    "float32": {"ordered_sums": False},
     "deterministic": {"deterministic": True, "chunk_size": 4},
 }
 

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from ft_notebook.testing.training import regression_problem
+from ft_notebook.train.rank._ordered_sum import Parts
 from ft_notebook.train.rank._trainer import Trainer
 from ft_notebook.train.spec import FitSpec
 
@@ -74,16 +75,25 @@ def test_two_ranks_building_at_once_build_what_one_builds_alone() -> None:
 
 def test_dropout_masks_do_not_depend_on_a_rank_computing_beside_it() -> None:
     spec = _spec(pause_s=0.02, deterministic=True, chunk_size=4)
-    alone = Trainer(spec, CPU).local_gradients(1, 0, 1).clone()
+    alone = _rows(Trainer(spec, CPU).local_gradients(1, 0, 1))
     a, b = Trainer(spec, CPU), Trainer(spec, CPU)
     pair = _at_once(lambda: a.local_gradients(1, 0, 1), lambda: b.local_gradients(1, 0, 1))
-    for rows in pair:
-        assert torch.equal(rows, alone)
+    for share in pair:
+        rows = _rows(share)
+        assert rows.keys() == alone.keys()
+        assert all(torch.equal(rows[slot], alone[slot]) for slot in alone)
+
+
+def _rows(share: Any) -> dict[int, torch.Tensor]:
+    """A deterministic step's rows, one per chunk (copies: the last is the trainer's
+    gradient buffer)."""
+    assert isinstance(share, Parts)
+    return {slot: row.clone() for slot, row in share.rows.items()}
 
 
 def test_a_rank_goes_on_with_its_own_stream_whatever_else_draws() -> None:
     # plain float32 sums seed once and then draw on from where the last step left off
-    spec = _spec(pause_s=0.0, float64_sums=False)
+    spec = _spec(pause_s=0.0, ordered_sums=False)
     alone = Trainer(spec, CPU)
     expected = [alone.local_gradients(s, 0, 1).clone() for s in (0, 1)]
     trainer = Trainer(spec, CPU)

@@ -18,6 +18,7 @@ from ft_notebook.testing import poll_for
 from ft_notebook.testing.training import counting_problem, regression_problem
 from ft_notebook.train.protocol import Plan, Report
 from ft_notebook.train.rank._groups import Interrupted, PeerFailed, Waker
+from ft_notebook.train.rank._ordered_sum import Parts, in_process_sum
 from ft_notebook.train.rank._trainer import Trainer
 from ft_notebook.train.rank._verify import SLOTS, StateCheck, StateUnverified, fingerprint
 from ft_notebook.train.report_kinds import EvalData, ReportData, StateRepairedData
@@ -42,9 +43,13 @@ def _spec(problem: dict[str, Any], **kw: Any) -> FitSpec:
 
 
 def _summed(trainers: list[Trainer], step: int, parts: int = 0) -> torch.Tensor:
+    """The step's summed gradient, the ranks driven in this process: parts folded in
+    part order as the owners of the buffer's slices fold them, or an all-reduce."""
     world = len(trainers)
-    total = sum(t.local_gradients(step, r, world, parts).clone() for r, t in enumerate(trainers))
-    return trainers[0].reduce_rows(total)
+    shares = [t.local_gradients(step, r, world, parts) for r, t in enumerate(trainers)]
+    if isinstance(shares[0], Parts):
+        return in_process_sum(shares)
+    return trainers[0].reduce_rows(sum(s.clone() for s in shares))
 
 
 def test_deterministic_gradients_do_not_depend_on_the_world_size() -> None:
@@ -78,11 +83,11 @@ def _relu_problem(samples: int, seed: int) -> dict[str, Any]:
     return problem
 
 
-def test_float64_sums_over_fixed_parts_do_not_depend_on_the_world_size() -> None:
+def test_ordered_sums_over_fixed_parts_do_not_depend_on_the_world_size() -> None:
     # the default arithmetic: a run that lost workers (world 2 or 1 of 3 parts) sums
     # to what the undisturbed run (world 3) sums, after the rounding to float32
     spec = _spec(_relu_problem(96, seed=3))
-    assert spec.float64_sums
+    assert spec.ordered_sums
     assert not spec.deterministic
     cpu = torch.device("cpu")
 
@@ -94,12 +99,12 @@ def test_float64_sums_over_fixed_parts_do_not_depend_on_the_world_size() -> None
         assert torch.equal(rounded(world), undisturbed), world
     # the old arithmetic (one float32 slice per rank) does depend on it: this is what
     # made runs that lost workers end percents away from the undisturbed one
-    spec.float64_sums = False
+    spec.ordered_sums = False
     old = [_summed([Trainer(spec, cpu) for _ in range(w)], 0) for w in (3, 2, 1)]
     assert not (torch.equal(old[0], old[1]) and torch.equal(old[0], old[2]))
 
 
-def test_two_parts_sum_in_float32_to_the_float64_path_s_result_bit_for_bit() -> None:
+def test_two_parts_sum_in_float32_in_place_to_the_exact_sum_rounded_once() -> None:
     # a run that never had more than two workers sums in float32, in place: on two
     # workers (an all-reduce) and on one (a second backward pass into the same buffer)
     # it must give what the float64 path gives, p0 and p1 each from a pass of its own
@@ -110,8 +115,8 @@ def test_two_parts_sum_in_float32_to_the_float64_path_s_result_bit_for_bit() -> 
     indices = reference.step_indices(0)
     total = torch.zeros(reference.numel + 1, dtype=torch.float64)
     for part, lo, hi in reference.slices(len(indices), 0, 1, parts=2):
-        flat = reference._flat_gradients()
-        reference._backward(indices[lo:hi], (hi - lo) / len(indices), 0, part, flat)
+        flat = reference.flat_gradients()
+        reference.backward(indices[lo:hi], (hi - lo) / len(indices), 0, part, flat)
         total += flat
     expected = total.float()[:-1]
     for world in (2, 1):
@@ -121,9 +126,18 @@ def test_two_parts_sum_in_float32_to_the_float64_path_s_result_bit_for_bit() -> 
         summed = buffers[0] if world == 1 else buffers[0] + buffers[1]
         assert torch.equal(summed[:-1], expected), world
         assert float(summed[-1]) == pytest.approx(float(total[-1]), rel=1e-6)
-    # three parts still sum in float64
+    # three parts are summed in part order: float32 rows, one per part of this rank
     three = Trainer(spec, cpu).local_gradients(0, 0, 2, parts=3)
-    assert three.dtype == torch.float64
+    assert isinstance(three, Parts)
+    assert sorted(three.rows) == [0, 1]  # rank 0 of 2 holds parts 0 and 1 of 3
+    assert three.owners == [[0, 1], [2]]
+    assert all(row.dtype == torch.float32 for row in three.rows.values())
+    # a float64 model's rows are float64, the spare ones too (a float32 spare row once
+    # rounded the counting model's gradients: samples counted 3.0000000000002274 times)
+    wide = _spec(regression_problem(size=64, batch=24, dtype=torch.float64))
+    held = Trainer(wide, cpu).local_gradients(0, 0, 2, parts=3)
+    assert isinstance(held, Parts)
+    assert [row.dtype for row in held.rows.values()] == [torch.float64, torch.float64]
 
 
 def test_weighted_gradients_sum_to_the_single_process_gradient() -> None:
