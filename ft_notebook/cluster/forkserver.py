@@ -25,7 +25,10 @@ On a cluster you start yourself, name this module as a nanny preload::
     LocalCluster(n_workers=4, preload_nanny=["ft_notebook.cluster.forkserver"])
 
 It switches the nanny's process to ``forkserver`` for good (a LocalCluster's nannies
-live in your own process: every nanny it starts later forks too).
+live in your own process: every nanny it starts later forks too). A forked worker
+sees the environment the server started with, plus the nanny's ``env``; a variable
+set in that process later reaches no worker unless it is in the nanny's ``env``
+(with ``spawn``, each new worker inherits the process's environment of the moment).
 """
 
 from __future__ import annotations

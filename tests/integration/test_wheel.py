@@ -77,6 +77,14 @@ def test_the_wheel_installs_and_works_without_node(tmp_path: Path) -> None:
     assert shutil.which("jlpm", path=env["PATH"]) is None
     torch_pin = f"torch=={torch.__version__}"  # with its local label: +cpu stays CPU
     _run([str(bin_dir / "pip"), "install", "--quiet", torch_pin, str(wheel)], env, timeout=800)
+    # the README's way on a machine without a GPU: torch's CPU build first, then no
+    # CUDA package comes in with the wheel (the default torch brings 17 nvidia-* ones)
+    pip_list = [str(bin_dir / "pip"), "list", "--format", "json"]
+    listed = json.loads(subprocess.run(pip_list, env=env, capture_output=True, text=True).stdout)
+    names = {p["name"].lower(): p["version"] for p in listed}
+    assert names["torch"].endswith("+cpu"), names["torch"]
+    cuda = sorted(n for n in names if n.startswith(("nvidia-", "triton", "cuda")))
+    assert not cuda, f"CUDA packages came in with the wheel: {cuda}"
 
     labext = _run([str(bin_dir / "jupyter"), "labextension", "list"], env, cwd=tmp_path)
     line = next((ln for ln in labext.splitlines() if "ft-notebook-labextension" in ln), "")
