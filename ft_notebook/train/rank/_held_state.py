@@ -39,15 +39,20 @@ class HeldState:
         self.nonfinite_total = int(ft.get("nonfinite_total", 0))
 
     def to_bytes(self) -> bytes:
+        return bytes(self.to_buffer())
+
+    def to_buffer(self) -> memoryview:
+        """The state as ``torch.save`` writes it, without a copy of the bytes."""
         import torch
 
         buf = io.BytesIO()
         state = self.trainer.state()
         state["ft"] = {"skip": sorted(self.skip), "nonfinite_total": self.nonfinite_total}
         torch.save(state, buf)
-        return buf.getvalue()
+        return buf.getbuffer()
 
-    def load_bytes(self, data: bytes) -> None:
+    def load_bytes(self, data: Any) -> None:
+        """Load a state from ``torch.save`` bytes (any bytes-like object)."""
         import torch
 
         # weights_only: a peer's bytes hold tensors and plain values, never code
