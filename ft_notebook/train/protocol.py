@@ -124,6 +124,9 @@ class Plan:
     #: How many parts each step's batch is cut into: the run's largest world size so
     #: far, so that losing ranks does not change the arithmetic (0: the world size).
     parts: int = 0
+    #: A plan that only admits joiners: the members training finish their steps
+    #: before this one first (0: at once, whatever they are doing).
+    switch_at: int = 0
 
     @property
     def prefix(self) -> str:

@@ -33,10 +33,11 @@ def new_plan(
     d: Decision,
     lost: str | None = None,
     stop: str = "",
+    switch_at: int = 0,
 ) -> RunBook:
     """The run's next generation, sent to every rank actor. No members: the ranks
     park; ``stop``: they stop for good (evicted actors are told too, in case their
-    own stop plan was lost)."""
+    own stop plan was lost); ``switch_at``: see :attr:`Plan.switch_at`."""
     old = book.plan
     parts = max(book.gens.parts, len(members))
     plan = Plan(
@@ -51,6 +52,7 @@ def new_plan(
         committed=book.highest_step,
         incarnation=book.incarnation,
         parts=parts,
+        switch_at=switch_at,
     )
     world = book.gens.world if stop else len(plan.members)
     book = replace(book, plan=plan, gens=replace(book.gens, parts=parts, world=world))

@@ -149,7 +149,10 @@ def admit(book: RunBook, d: Decision) -> RunBook:
         return book
     if book.state is RunState.STALLED:
         book = _status.set_state(book, RunState.RECOVERING, f"{len(everyone)} workers back", d)
-    book = _generations.new_plan(book, everyone, How.FORM, d)
+    # the members finish the step they are in (the newest one heard of) first: a
+    # joiner back within a second of a kill must not cost the survivors the step they
+    # resumed with, nor any step its state transfer does not need
+    book = _generations.new_plan(book, everyone, How.FORM, d, switch_at=book.highest_step + 1)
     d.do(PublishProgress())
     gen = book.plan.gen if book.plan is not None else 0
     return replace(book, members=_members.admitted(book.members, waiting, gen, d.now))

@@ -159,10 +159,11 @@ class RankActor(threading.Thread):
         self.first = first  # started with the run (not a joiner): may resume from the store
         self.incarnation = incarnation  # which submission of the run this actor belongs to
         self.waker = Waker()
-        self.waker.interrupted = self.newer_plan
+        self.waker.interrupted = self.plan_due
         self._plan: Plan | None = None
         self._plan_lock = threading.Lock()
         self.current: Plan | None = None
+        self.training = False  # in a generation's steps (not forming or agreeing)
         self.reporter = RankReporter(run, name, incarnation, worker, self._position)
         self.collectives = Collectives(self.waker)
         # built in the actor's thread, dropped when it ends (the model, data and GPU go)
@@ -224,6 +225,18 @@ class RankActor(threading.Thread):
         return plan is not None and (
             self.current is None or plan.gen > self.current.gen or bool(plan.stop)
         )
+
+    def plan_due(self) -> bool:
+        """A newer plan that stops what the rank is doing now: any, but one that only
+        admits joiners (``switch_at``) once the rank has committed the steps before
+        it. Every member reaches that boundary: a rank past it that meets a peer
+        still waiting in a collective of the next step interrupts it too."""
+        if not self.newer_plan():
+            return False
+        plan, held = self._plan, self.held
+        if plan is None or not plan.switch_at or not self.training or held is None:
+            return True  # forming a group, a joiner meeting its peers: at once
+        return held.step >= plan.switch_at
 
     def _next_plan(self) -> Plan:
         while not self.newer_plan():
@@ -287,7 +300,7 @@ class RankActor(threading.Thread):
             self.agreement,
             self.checkpoints,
             self.reporter,
-            self.newer_plan,
+            self.plan_due,
         )
         if self.first and spec.resume:
             self.checkpoints.resume()
@@ -330,7 +343,11 @@ class RankActor(threading.Thread):
         )
         if plan.prepare and 1 < gen.world <= self.spec.survivor_groups_max_world:
             self.generations.prepare_survivors(plan, gen)
-        self.steps.train(plan)
+        self.training = True
+        try:
+            self.steps.train(plan)
+        finally:
+            self.training = False
         final = self.steps.finish()
         if final is not None:  # rank 0's
             self.final = final

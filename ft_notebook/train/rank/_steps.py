@@ -51,11 +51,11 @@ class StepLoop:
         agreement: StateAgreement,
         checkpoints: RankCheckpoints,
         reporter: RankReporter,
-        newer_plan: Callable[[], bool],
+        plan_due: Callable[[], bool],
     ) -> None:
         self.spec, self.held, self.collectives = spec, held, collectives
         self.agreement, self.checkpoints, self.reporter = agreement, checkpoints, reporter
-        self.newer_plan = newer_plan
+        self.plan_due = plan_due  # a newer plan that stops the steps now
         self.evaluator: BackgroundEval | None = None  # rank 0's, once it evaluates
         self._last_progress = 0.0
         self._last_loss: float | str | None = None
@@ -72,7 +72,7 @@ class StepLoop:
         self._window = (time.perf_counter(), held.step)
         # held.trainer, not a copy: a rollback to the initial state builds a new one
         while held.step < held.trainer.total_steps:
-            if self.newer_plan():
+            if self.plan_due():
                 raise Interrupted("a newer plan")
             step, trainer = held.step, held.trainer
             if step in held.skip:

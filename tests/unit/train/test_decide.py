@@ -179,6 +179,9 @@ ROWS = [
         check=lambda b, a: assert_that(
             dict(b.members.admitting["cpu3"])
             == {"name": "cpu3", "arrived_at": T0 + 5, "ready_at": T0 + 7, "generation": 2}
+            # the members finish the step they are in first (the newest one heard of)
+            and b.plan.switch_at == b.highest_step + 1
+            and all(x.plan.switch_at == b.highest_step + 1 for x in a if isinstance(x, SendPlan))
         ),
     ),
     Row(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import threading
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -606,3 +607,28 @@ def test_the_full_fingerprint_has_one_length_whatever_the_state_holds() -> None:
     a, b = fingerprint(fresh), fingerprint(stepped)
     assert a.shape == b.shape == (SLOTS + 1,)
     assert not torch.equal(a, b)
+
+
+def test_a_plan_that_admits_joiners_waits_for_its_step_while_the_members_train() -> None:
+    """A worker forked back within a second of a kill became ready while the survivors
+    were in the first step they resumed with; its plan interrupted that step, and the
+    survivors waited out its state transfer instead of committing (issue 35)."""
+    from ft_notebook.train.rank._actor import RankActor
+
+    actor = RankActor.__new__(RankActor)  # the plan bookkeeping alone, no worker
+    actor._plan, actor.current, actor.training = None, None, False
+    actor.held = types.SimpleNamespace(step=17)  # type: ignore[assignment]
+    current = Plan("r", 3, ("a", "b"), ("h", 1))
+    actor.current = current
+    join = Plan("r", 4, ("a", "b", "c"), ("h", 1), switch_at=18)
+    actor._plan = join
+    actor.training = True
+    assert actor.newer_plan()
+    assert not actor.plan_due()  # step 17 goes on, its collectives not interrupted
+    actor.held.step = 18
+    assert actor.plan_due()  # committed: at the boundary, every member switches
+    actor.held.step, actor.training = 17, False
+    assert actor.plan_due()  # not in the steps (forming, agreeing): at once
+    actor.training = True
+    actor._plan = Plan("r", 5, ("a",), ("h", 1), lost="b")  # a loss: at once
+    assert actor.plan_due()
