@@ -275,6 +275,8 @@ def main() -> None:
             f"{name}: kill -> the replacement training again",
             "s",
             back or [float("inf")],
+            goal=Goal("value", "<=", 1.0),
+            detail="goal: issue 37's, for a worker forked at once",
         )
         save("scale", TITLE, [throughput, recovery])
 

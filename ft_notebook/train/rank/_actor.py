@@ -228,15 +228,17 @@ class RankActor(threading.Thread):
 
     def plan_due(self) -> bool:
         """A newer plan that stops what the rank is doing now: any, but one that only
-        admits joiners (``switch_at``) once the rank has committed the steps before
-        it. Every member reaches that boundary: a rank past it that meets a peer
-        still waiting in a collective of the next step interrupts it too."""
+        admits joiners (``switch_at``) once the rank, training, has committed the
+        steps before it; it never stops a group forming or agreeing on its state
+        (every member of that group treats it so, and they all train to the
+        boundary). A rank past it that meets a peer still waiting in a collective of
+        the next step interrupts that one too."""
         if not self.newer_plan():
             return False
         plan, held = self._plan, self.held
-        if plan is None or not plan.switch_at or not self.training or held is None:
-            return True  # forming a group, a joiner meeting its peers: at once
-        return held.step >= plan.switch_at
+        if plan is None or not plan.switch_at or held is None:
+            return True
+        return self.training and held.step >= plan.switch_at
 
     def _next_plan(self) -> Plan:
         while not self.newer_plan():

@@ -163,26 +163,28 @@ class Trainer:
         table: Any,
     ) -> Parts:
         """One float32 row per part of this rank, each from a backward pass of its own:
-        the last straight into the gradient views (the buffer the sum lands in), the
-        others into rows of their own (a rank that took over a lost rank's part)."""
+        the last into the flat buffer the sum lands in, the others into rows of their
+        own (a rank that took over a lost rank's part)."""
         n = len(indices)
         owners = [[slot for slot, _, _ in self.slices(n, r, world, parts)] for r in range(world)]
         rows: dict[int, Any] = {}
         for i, (slot, lo, hi) in enumerate(slices):
-            row = self.flat_gradients() if i == len(slices) - 1 else self._spare(i)
-            self.backward(indices[lo:hi], (hi - lo) / n, step, slot, row, _row(table, slot))
+            row = self.flat_buffer() if i == len(slices) - 1 else self._spare(i)
+            self.backward(
+                indices[lo:hi], (hi - lo) / n, step, slot, row, _row(table, slot), overwrite=True
+            )
             _attack(row, world, honest, (hi - lo) / n)
             rows[slot] = row
         return Parts(rows, owners, self._flat if rows else self.flat_gradients())
 
     def _spare(self, i: int) -> Any:
-        """The zeroed row of this rank's ``i``-th part (one that is not its last)."""
+        """The row of this rank's ``i``-th part (one that is not its last)."""
         import torch
 
         dtype = self.params[0].dtype if self.params else torch.float32  # as the views'
         while len(self._spares) <= i:
             self._spares.append(torch.empty(self.numel + 1, dtype=dtype, device=self.device))
-        return self._spares[i].zero_()  # a parameter without a gradient adds zeros
+        return self._spares[i]  # written whole by the pass
 
     def slices(self, n: int, rank: int, world: int, parts: int = 0) -> list[tuple[int, int, int]]:
         """(slot, start, stop) of the ``n`` samples of a step that ``rank`` of ``world``
@@ -216,6 +218,14 @@ class Trainer:
         Backward then accumulates straight into the buffer that is all-reduced, and
         the reduced sum is the gradient the optimizer reads: no copies either way
         (DDP's ``gradient_as_bucket_view``)."""
+        flat = self.flat_buffer().zero_()
+        for p, view in zip(self.params, self._views, strict=True):
+            p.grad = view
+        return flat
+
+    def flat_buffer(self) -> Any:
+        """The flat buffer the step's summed gradient lands in (as it is: a pass that
+        writes it whole need not zero it first), and the parameters' views into it."""
         import torch
 
         if self._flat is None:
@@ -225,10 +235,6 @@ class Trainer:
             for p in self.params:
                 self._views.append(self._flat[offset : offset + p.numel()].view_as(p))
                 offset += p.numel()
-        else:
-            self._flat.zero_()
-        for p, view in zip(self.params, self._views, strict=True):
-            p.grad = view
         return self._flat
 
     def backward(
@@ -241,10 +247,17 @@ class Trainer:
         stats: Any = None,
         *,
         own: bool = True,
+        overwrite: bool = False,
     ) -> None:
         """One part's backward pass into ``out``; its BatchNorm statistics into the
         row ``stats``. ``own``: False for a pass computed for another rank's sake
-        (an attack that knows the honest gradients), which records nothing."""
+        (an attack that knows the honest gradients), which records nothing.
+
+        Into the gradient views (``out`` is the flat buffer) the pass accumulates,
+        unless ``overwrite``; anywhere else, and with ``overwrite``, autograd makes
+        fresh gradients and they are copied over ``out`` (a parameter the pass did
+        not reach gets zeros): one pass over the buffer, where zeroing it and
+        accumulating into it takes two and a half."""
         import torch
 
         # dropout and other randomness: keyed by step and chunk or part, not by rank
@@ -256,7 +269,7 @@ class Trainer:
         if reseed or (key, step) != self._unseeded_next:
             seed = (self.spec.seed * 1_000_003 + step) * 4099 + key
         self._unseeded_next = (key, step + 1)
-        into_views = out is self._flat
+        into_views = out is self._flat and not overwrite
         if not into_views:
             for p in self.params:
                 p.grad = None
@@ -272,6 +285,8 @@ class Trainer:
             # a gradient autograd did not accumulate in place (another layout): copy it
             if p.grad is not None and not (into_views and p.grad is self._views[i]):
                 out[offset : offset + k].copy_(p.grad.reshape(-1))
+            elif p.grad is None and not into_views:
+                out[offset : offset + k].zero_()
             offset += k
         out[offset] = float(loss.detach()) * weight
 

@@ -627,8 +627,8 @@ def test_a_plan_that_admits_joiners_waits_for_its_step_while_the_members_train()
     assert not actor.plan_due()  # step 17 goes on, its collectives not interrupted
     actor.held.step = 18
     assert actor.plan_due()  # committed: at the boundary, every member switches
-    actor.held.step, actor.training = 17, False
-    assert actor.plan_due()  # not in the steps (forming, agreeing): at once
+    actor.held.step, actor.training = 18, False
+    assert not actor.plan_due()  # forming or agreeing: the group gets to its steps first
     actor.training = True
     actor._plan = Plan("r", 5, ("a",), ("h", 1), lost="b")  # a loss: at once
     assert actor.plan_due()
