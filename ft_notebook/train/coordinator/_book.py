@@ -84,6 +84,9 @@ class Pending:
     workers_before: int
     highest_step: int
     lost: tuple[str, ...]
+    #: The generation made for it (the newest, after several losses); a plan that
+    #: admits joiners may follow before it commits, and the recovery is still its.
+    made: Plan | None = None
 
 
 @dataclass(frozen=True)

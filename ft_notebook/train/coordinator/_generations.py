@@ -113,7 +113,7 @@ def lost(book: RunBook, names: list[str], cause: str, d: Decision) -> RunBook:
     if len(survivors) < minimum:
         why = f"{len(survivors)} worker(s) left, min_workers={minimum}"
         book = _status.set_state(book, RunState.STALLED, why, d)
-        return new_plan(book, [], How.FORM, d)
+        return _pending.made_for(new_plan(book, [], How.FORM, d), None)
     book = _status.set_state(book, RunState.RECOVERING, pending.cause, d)
     d.do(PublishProgress())  # dashboards: the lost tile at once
     left = set(plan.members) - set(names)
@@ -123,7 +123,8 @@ def lost(book: RunBook, names: list[str], cause: str, d: Decision) -> RunBook:
         and book.gens.prepared.get(plan.gen, frozenset()) >= left
         and book.gens.synced.get(plan.gen, frozenset()) >= left
     )
-    return new_plan(book, survivors, How.SURVIVE if fast else How.FORM, d, lost=names[0])
+    book = new_plan(book, survivors, How.SURVIVE if fast else How.FORM, d, lost=names[0])
+    return _pending.made_for(book, book.plan)
 
 
 # ---- reports of a generation

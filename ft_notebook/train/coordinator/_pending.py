@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ft_notebook.train.coordinator._book import Pending, RunBook
+from ft_notebook.train.protocol import Plan
 
 
 def opened(book: RunBook, names: list[str], cause: str, workers_before: int, now: float) -> RunBook:
@@ -21,6 +22,14 @@ def opened(book: RunBook, names: list[str], cause: str, workers_before: int, now
             pending, cause=f"{pending.cause}; {said}", lost=pending.lost + tuple(names)
         )
     return replace(book, recovery=replace(book.recovery, pending=pending))
+
+
+def made_for(book: RunBook, plan: Plan | None) -> RunBook:
+    """``plan`` is the generation made for the recovery under way."""
+    pending = book.recovery.pending
+    if pending is None:
+        return book
+    return replace(book, recovery=replace(book.recovery, pending=replace(pending, made=plan)))
 
 
 def closed(book: RunBook) -> RunBook:

@@ -54,7 +54,13 @@ def on_resumed(book: RunBook, r: Report, d: Decision) -> RunBook:
         members=members,
         recovery=replace(book.recovery, joins=(*book.recovery.joins, *joins)),
     )
-    pending, plan = book.recovery.pending, book.plan
+    pending = book.recovery.pending
+    # the generation made for the recovery: when joiners were admitted before it
+    # committed, the recovery is still its (the survivors went on, with fewer); when it
+    # never trained (a later loss, no members), the one that resumed
+    plan = pending.made if pending is not None else None
+    if plan is None or r.gen != plan.gen:
+        plan = book.plan
     if pending is None or plan is None or r.gen != plan.gen:
         return book
     recovery = Recovery(

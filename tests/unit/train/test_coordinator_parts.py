@@ -103,7 +103,7 @@ _WRITERS = {
     "_stall": {"asked"},
     "_members": {"actors", "ready", "seen", "arrivals", "admitting", "target_world"}
     | {"resumed_from", "evicted", "retired", "absent"},
-    "_pending": {"cause", "lost"},
+    "_pending": {"cause", "lost", "made"},
     "_recoveries": {"joins", "regrouping", "count", "failures"},
     "_notes": {"notes", "nonfinite", "lagging", "checkpoint_costs", "checkpoint_plan"}
     | {"failing"},

@@ -89,6 +89,17 @@ class Row:
     check: Callable[[RunBook, tuple[Any, ...]], None] | None = None
 
 
+def _joined_during_recovery() -> RunBook:
+    """cpu2 lost at T0+5 (the survivors' generation 2), back and warm at T0+5.3 (the
+    join's generation 3) before generation 2 committed a step."""
+    book = decide(running(3)[0], _lost("cpu2")(running(3)[0]))[0]
+    book = decide(book, WorkerNews(T0 + 5.2, "joined", "cpu2", ADDR["cpu2"]))[0]
+    book = decide(book, report(book, ReadyData(), "cpu2", now=T0 + 5.3))[0]
+    assert book.plan is not None
+    assert book.plan.gen == 3, book.plan
+    return book
+
+
 def _lost(name: str, kind: str = "lost") -> Callable[[RunBook], Input]:
     return lambda b: WorkerNews(T0 + 5, kind, name, ADDR[name], f"worker {kind}")
 
@@ -250,6 +261,21 @@ ROWS = [
             assert_that(b.recovery.pending is None),
             assert_that([r.rto_s for r in b.view.recoveries] == [0.25]),
             assert_that(not b.view.recoveries[0].verified),  # gen 2 never synced verified
+        ),
+    ),
+    Row(
+        "the survivors' generation commits after a joiner's plan followed it: the "
+        "recovery is the survivors' (2 workers, survive), not the join's",
+        lambda: _joined_during_recovery(),
+        lambda b: report(b, ResumedData(synced_step=0), "cpu0", gen=2, step=1, now=T0 + 5.5),
+        RunState.RUNNING,
+        members=("cpu0", "cpu1", "cpu2"),  # the join's plan stays the newest
+        check=lambda b, a: (
+            assert_that(b.recovery.pending is None),
+            assert_that([r.generation for r in b.view.recoveries] == [2]),
+            assert_that([r.workers_after for r in b.view.recoveries] == [2]),
+            assert_that([r.how for r in b.view.recoveries] == [How.SURVIVE]),
+            assert_that([r.rto_s for r in b.view.recoveries] == [0.5]),
         ),
     ),
     Row(
