@@ -393,14 +393,15 @@ def bench_rto(args: argparse.Namespace, work: Path) -> list[Table]:
                 f"ft's own rto_s {reported * 1e3:.0f} ms",
             )
             back = [r["replaced"] for r in rs if r["replaced"] is not None]
-            table.row(
-                f"SIGKILL -> the killed worker's replacement training again, {mode}",
-                "s",
-                back or [float("inf")],
-                goal=Goal("value", "<=", 1.0),
-                detail=f"workers started by {WORKER_START[0]}; {len(back)} of {len(rs)} "
-                "replacements trained before their run ended",
-            )
+            if back:  # else none trained before its run ended: the log says so, run by run
+                table.row(
+                    f"SIGKILL -> the killed worker's replacement training again, {mode}",
+                    "s",
+                    back,
+                    goal=Goal("value", "<=", 1.0),
+                    detail=f"workers started by {WORKER_START[0]}; {len(back)} of {len(rs)} "
+                    "replacements trained before their run ended",
+                )
             table.row(
                 f"steps lost, {mode}",
                 "count",
