@@ -182,7 +182,10 @@ def kill_once(hidden: int, steps: int, kill_at: int, work: Path, held: bool) -> 
         os.kill(pid[victim], signal.SIGKILL)
         if hold:
             poll(
-                lambda: sum(h["world_size"] == 2 for h in run.info()["history"]) >= 5,
+                lambda: (
+                    sum(h["world_size"] == 2 for h in (i := run.info())["history"]) >= 5
+                    or i["state"] in ("COMPLETED", "FAILED", "CANCELLED")
+                ),
                 1200,
                 "4 steps by two",
                 every_s=0.05,
@@ -266,7 +269,10 @@ def main() -> None:
         if not args.kills:
             continue
         # alternately held (the survivors' steps by two measured) and not (the rejoin)
-        kills = [kill_once(hidden, 60, 12, work, held=i % 2 == 0) for i in range(args.kills)]
+        kills = [
+            kill_once(hidden, 60 * more, 12 * more, work, held=i % 2 == 0)
+            for i in range(args.kills)
+        ]
         for k in kills:
             log(f"H={hidden} kill: {k}")
         unheld = [k for i, k in enumerate(kills) if i % 2] or kills
