@@ -154,6 +154,12 @@ def loopback_copy_s(nbytes: int) -> float:
     return took
 
 
+def by_two_or_ended(info: dict[str, Any]) -> bool:
+    """The survivors trained 4 steps by two (5 points of history), or the run ended."""
+    by_two = sum(h["world_size"] == 2 for h in info["history"])
+    return by_two >= 5 or info["state"] in ("COMPLETED", "FAILED", "CANCELLED")
+
+
 def kill_once(hidden: int, steps: int, kill_at: int, work: Path, held: bool) -> dict[str, Any]:
     """One SIGKILL at ``kill_at``. ``held``: the replacement stays out until the
     survivors have trained 4 steps by two (their step time is then measured in the
@@ -182,10 +188,7 @@ def kill_once(hidden: int, steps: int, kill_at: int, work: Path, held: bool) -> 
         os.kill(pid[victim], signal.SIGKILL)
         if hold:
             poll(
-                lambda: (
-                    sum(h["world_size"] == 2 for h in (i := run.info())["history"]) >= 5
-                    or i["state"] in ("COMPLETED", "FAILED", "CANCELLED")
-                ),
+                lambda: by_two_or_ended(run.info()),
                 1200,
                 "4 steps by two",
                 every_s=0.05,
