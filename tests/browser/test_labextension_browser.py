@@ -142,17 +142,17 @@ def test_the_panel_and_status_bar_survive_a_restart_of_the_server(tmp_path: Path
 def test_the_panel_and_status_bar_follow_a_killed_worker(
     lab: Lab, private_pair: tuple[str, Any]
 ) -> None:
-    """The worker is SIGKILLed; its replacement is SIGSTOPped as soon as its nanny
-    spawns it (it is still importing, not yet registered), so the worker stays gone
-    for longer than the panel's poll period (a restart can take less); then the
-    replacement goes on, registers, and the tile turns back."""
+    """The worker is SIGKILLed; its replacement is SIGSTOPped as soon as the fork
+    server forks it (it has not registered yet), so the worker stays gone for longer
+    than the panel's poll period (a restart takes about 0.1 s); then the replacement
+    goes on, registers, and the tile turns back."""
     name, client = private_pair
     rows = {w.name: w for w in status(client)}
     assert len(rows) == 2, rows
     victim = sorted(rows)[-1]
     worker = psutil.Process(rows[victim].pid)
-    daemon = worker.parent()  # the cluster's daemon: scheduler and nannies
-    before = {c.pid for c in daemon.children()}
+    parent = worker.parent()  # the cluster's fork server (the daemon, with spawn)
+    before = {c.pid for c in parent.children()}
     tile = f'.jp-ft-cluster[data-cluster="{name}"] .jp-ft-tile[data-worker="{victim}"]'
     probe = f"""() => [document.querySelector('{tile}')?.dataset.state,
                        document.querySelector('.jp-ft-status')?.dataset.healthy]"""
@@ -181,7 +181,7 @@ def test_the_panel_and_status_bar_follow_a_killed_worker(
         worker.kill()
         killed_at = time.monotonic()
         replacement = poll_for(
-            lambda: next((c for c in daemon.children() if _new_worker(c, before)), None),
+            lambda: next((c for c in parent.children() if _new_worker(c, before)), None),
             timeout=10,
             max_interval=0.005,
             what="the nanny spawning a replacement",
@@ -253,9 +253,11 @@ def test_a_run_shows_healthy_while_it_trains_and_gone_with_its_cluster(
 
 
 def _new_worker(process: psutil.Process, before: set[int]) -> bool:
-    """A worker process the nanny spawned since ``before`` (multiprocessing's spawn)."""
+    """A worker process started since ``before``: forked by the cluster's fork server
+    (whose command line its forks keep), or spawned (multiprocessing's spawn_main)."""
     try:
-        return process.pid not in before and "spawn_main" in " ".join(process.cmdline())
+        command = " ".join(process.cmdline())
+        return process.pid not in before and ("forkserver" in command or "spawn_main" in command)
     except psutil.Error:  # gone meanwhile
         return False
 
