@@ -121,8 +121,10 @@ def ddp_rate(hidden: int, steps: int, warmup: int, work: Path) -> float:
     ]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
+    if done.returncode != 0 and not out.exists():
         raise RuntimeError(f"torchrun failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    if done.returncode != 0:  # seen once at H=512: a rank aborted in gloo's teardown
+        log(f"torchrun exited {done.returncode} after rank 0 wrote every step's time")
     times = json.loads(out.read_text())["times"]
     return steady(list(enumerate(times)), warmup)
 
