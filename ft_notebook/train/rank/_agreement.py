@@ -108,8 +108,9 @@ class StateAgreement:
         # the bytes go out as they were written and come in once: each copy of an
         # 800 MB state costs about a second on a loaded core
         payload = held.to_buffer() if sending else None
-        size = torch.tensor([0 if payload is None else len(payload)], dtype=torch.int64)
-        broadcast(size.to(device), sender, "sending the state's size")
+        # on the device: NCCL broadcasts only there, and the receivers read it back
+        size = torch.tensor([0 if payload is None else len(payload)], device=device)
+        broadcast(size, sender, "sending the state's size")
         if payload is not None and device.type == "cpu":
             data = torch.frombuffer(payload, dtype=torch.uint8)
         else:
