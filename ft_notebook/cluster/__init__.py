@@ -6,7 +6,7 @@ it and kept in the user's 0700 data folder, on loopback unless configured otherw
 one worker per allowed GPU or a core-fitting number of CPU workers, torch preloaded,
 and an idle timeout. The registry (``clusters()``) is how a new process finds it.
 ``attach()`` connects to any Dask cluster and installs the same plugins; ``down()``
-stops only clusters we started.
+stops only clusters we started; ``scale()`` grows or shrinks a running CPU cluster in place.
 
 Submodules: :mod:`~ft_notebook.cluster.plugins` (the SchedulerPlugin and WorkerPlugin
 other features build on) and :mod:`~ft_notebook.cluster.chaos` (kill, hang, resume a
@@ -32,6 +32,7 @@ from ft_notebook.cluster._api import (
     release,
     rendezvous_address,
 )
+from ft_notebook.cluster._scale import scale
 
 if TYPE_CHECKING:
     from ft_notebook.cluster._registry import ClusterInfo
@@ -51,6 +52,7 @@ __all__ = [
     "install_plugins",
     "release",
     "rendezvous_address",
+    "scale",
     "status",
 ]
 

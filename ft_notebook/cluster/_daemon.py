@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ft_notebook.cluster._spec import ClusterSpec
+from ft_notebook.cluster._spec import ClusterSpec, WorkerSpec
 
 logger = logging.getLogger("ft_notebook.cluster.daemon")
 
@@ -157,7 +157,7 @@ class _Cluster:
         self.stop.set()
 
     async def _start(self) -> None:
-        from distributed import Nanny, Scheduler
+        from distributed import Scheduler
         from distributed.protocol.pickle import dumps
 
         from ft_notebook.cluster._control import ControlPlane
@@ -181,23 +181,7 @@ class _Cluster:
         await self.scheduler.register_worker_plugin(
             None, dumps(health), name=health.name, idempotent=True
         )
-        self.nannies = [
-            Nanny(
-                self.scheduler.address,
-                nthreads=1,
-                name=w.name,
-                security=security,
-                host=spec.host,
-                env={**w.env(), **collective_interface(spec.host)},
-                preload=list(spec.preload),
-                memory_limit=spec.memory_limit,
-                local_directory=str(folder / "work"),
-                resources={"GPU": 1} if w.gpu else None,
-                heartbeat_interval=f"{spec.heartbeat_interval_s}s",
-                silence_logs=False,
-            )
-            for w in spec.workers
-        ]
+        self.nannies = [make_nanny(spec, w, self.scheduler.address) for w in spec.workers]
         await asyncio.wait_for(
             asyncio.gather(*(n.start() for n in self.nannies)), timeout=spec.start_timeout_s
         )
@@ -274,6 +258,27 @@ class _Cluster:
             with contextlib.suppress(Exception):
                 await self.scheduler.close(reason=f"ft-notebook: {self.reason}")
         _kill_children()
+
+
+def make_nanny(spec: ClusterSpec, worker: WorkerSpec, scheduler_address: str) -> Any:
+    """The nanny of ``worker`` as this cluster runs its workers (also for workers added
+    by scaling, see ._scale); not started yet."""
+    from distributed import Nanny
+
+    return Nanny(
+        scheduler_address,
+        nthreads=1,
+        name=worker.name,
+        security=spec.security(),
+        host=spec.host,
+        env={**worker.env(), **collective_interface(spec.host)},
+        preload=list(spec.preload),
+        memory_limit=spec.memory_limit,
+        local_directory=str(Path(spec.folder) / "work"),
+        resources={"GPU": 1} if worker.gpu else None,
+        heartbeat_interval=f"{spec.heartbeat_interval_s}s",
+        silence_logs=False,
+    )
 
 
 def _version() -> str:
