@@ -147,7 +147,9 @@ class RunStateChanged(EventPayload):
 class HealthChanged(EventPayload):
     health: Health
     previous: Health | None = None
+    #: Why, in words (``ft_notebook._reasons.explain``); ``detail``: the raw error.
     reason: str = ""
+    detail: str = ""
 
 
 @event_kind("recovery-completed")
@@ -290,7 +292,9 @@ class ReplicaLost(EventPayload):
     replica: str
     worker: str
     address: str
+    #: Why, in words (``ft_notebook._reasons.explain``); ``detail``: the raw error.
     cause: str = ""
+    detail: str = ""
 
 
 @event_kind("replica-failed")
@@ -302,6 +306,7 @@ class ReplicaFailed(EventPayload):
     replica: str
     worker: str
     cause: str = ""
+    detail: str = ""
 
 
 @event_kind("service-started")

@@ -27,6 +27,7 @@ from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from ft_notebook._reasons import Reason, explain
 from ft_notebook.cluster.plugins import control_plane, name_key
 from ft_notebook.events import (
     Health,
@@ -162,7 +163,8 @@ class ServiceCoordinator(SchedulerPlugin):
         slot = service.slots.get(int(replica.rsplit("/", 1)[1]))
         if slot is not None and slot.incarnation == incarnation and slot.failing != error:
             slot.failing = error
-            told = f"replica {replica}: {error}" if error else f"replica {replica} answers again"
+            index = replica.rsplit("/", 1)[1]
+            told = f"replica {index}: {error}" if error else f"replica {index} answers again"
             self._changed(service, told)
         return service.table()
 
@@ -182,7 +184,9 @@ class ServiceCoordinator(SchedulerPlugin):
             if kind in ("lost", "hung"):
                 for slot in service.slots.values():
                     if slot.address == address and slot.state.placed:
-                        self._lose(service, slot, f"worker {name} {kind}: {cause}".rstrip(": "))
+                        said = explain(cause or kind, replica=slot.index, worker=name)
+                        raw = f"worker {name} {kind}: {cause}".rstrip(": ")
+                        self._lose(service, slot, Reason(said.text, raw, said.kind))
             elif kind == "joined":
                 self._rebalance(service, name)
             self._reconcile(service)
@@ -213,12 +217,13 @@ class ServiceCoordinator(SchedulerPlugin):
         if moved:
             self._changed(service, f"{len(moved)} replica(s) moving to worker {joined}")
 
-    def _lose(self, service: Service, slot: Slot, cause: str) -> None:
+    def _lose(self, service: Service, slot: Slot, why: Reason) -> None:
         replica = f"{service.name}/{slot.index}"
-        self._publish(service, ReplicaLost(replica, slot.worker, slot.address, cause))
-        slot.state, slot.since, slot.cause = ReplicaState.LOST, time.time(), cause
-        slot.address = ""
-        self._changed(service, f"replica {replica} lost ({cause})")
+        lost = ReplicaLost(replica, slot.worker, slot.address, why.text, why.detail)
+        self._publish(service, lost)
+        slot.state, slot.since, slot.cause = ReplicaState.LOST, time.time(), why.text
+        slot.address, slot.detail = "", why.detail
+        self._changed(service, why)
 
     # ---- placement
 
@@ -271,7 +276,7 @@ class ServiceCoordinator(SchedulerPlugin):
                         service,
                         ReplicaReady(key, slot.worker, address, round(found["warmup_s"], 3)),
                     )
-                    self._changed(service, f"replica {key} ready on worker {slot.worker}")
+                    self._changed(service, f"replica {slot.index} ready on worker {slot.worker}")
                     return
                 if found and found["state"] == ReplicaState.FAILED:
                     raise _FactoryFailed(found["error"])
@@ -280,9 +285,8 @@ class ServiceCoordinator(SchedulerPlugin):
         except _FactoryFailed as e:
             if slot.incarnation == incarnation:
                 service.failed_on[slot.worker] = str(e)
-                self._publish(service, ReplicaFailed(key, slot.worker, str(e)))
-                slot.state, slot.cause, slot.address = ReplicaState.FAILED, str(e), ""
-                self._changed(service, f"replica {key} failed on worker {slot.worker}")
+                why = explain(str(e), replica=slot.index, worker=slot.worker, building=True)
+                self._failed(service, slot, why)
                 self._reconcile(service)  # another worker may build it
         except Exception as e:
             if address not in self.scheduler.workers:
@@ -295,15 +299,24 @@ class ServiceCoordinator(SchedulerPlugin):
             slot.tries += 1
             if slot.tries > _MAX_TRIES:  # not a race: say so and try another worker
                 service.failed_on[slot.worker] = f"the worker does not start replicas: {e}"
-                self._publish(service, ReplicaFailed(key, slot.worker, str(e)))
-                slot.state, slot.cause, slot.address = ReplicaState.FAILED, str(e), ""
-                self._changed(service, f"replica {key} could not start on {slot.worker}")
+                why = Reason(
+                    f"replica {slot.index} could not start on worker {slot.worker}",
+                    f"{type(e).__name__}: {e}",
+                )
+                self._failed(service, slot, why)
                 self._reconcile(service)
                 return
             await asyncio.sleep(_RETRY_S)
             if slot.incarnation == incarnation and address in self.scheduler.workers:
                 slot.state = ReplicaState.WAITING
                 self._reconcile(service)
+
+    def _failed(self, service: Service, slot: Slot, why: Reason) -> None:
+        key = f"{service.name}/{slot.index}"
+        self._publish(service, ReplicaFailed(key, slot.worker, why.text, why.detail))
+        slot.state, slot.cause, slot.detail = ReplicaState.FAILED, why.text, why.detail
+        slot.address = ""
+        self._changed(service, why)
 
     def _stop_slot(self, service: Service, slot: Slot, cause: str) -> None:
         if slot.address:
@@ -314,10 +327,11 @@ class ServiceCoordinator(SchedulerPlugin):
 
             self._spawn(stop())
         slot.state, slot.cause, slot.incarnation = ReplicaState.LOST, cause, ""
+        slot.detail = ""
 
     # ---- health
 
-    def _changed(self, service: Service, reason: str = "") -> None:
+    def _changed(self, service: Service, reason: str | Reason = "") -> None:
         service.version += 1
         ready = [s for s in service.slots.values() if s.state is ReplicaState.READY]
         health = tier_of(len(ready), service.wanted)
@@ -326,10 +340,11 @@ class ServiceCoordinator(SchedulerPlugin):
         if failing:  # up, but its model raises on every call: not HEALTHY
             health = Health.DEGRADED
             summary += f", {len(failing)} failing every call ({failing[0].failing})"
-        why = f"{summary}: {reason}" if reason else summary
+        said = reason if isinstance(reason, Reason) else Reason(reason)
+        why = f"{summary}: {said.text}" if said.text else summary
         if health is not service.health:
-            self._publish(service, HealthChanged(health, service.health, why))
-        service.health, service.reason = health, why
+            self._publish(service, HealthChanged(health, service.health, why, said.detail))
+        service.health, service.reason, service.detail = health, why, said.detail
 
     def _publish(self, service: Service, payload: Any) -> None:
         try:

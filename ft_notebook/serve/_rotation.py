@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ft_notebook._reasons import Reason, explain
 from ft_notebook.events import Health
 from ft_notebook.serve._policy import CircuitBreaker, Latencies, tier_of
 from ft_notebook.serve._protocol import ReplicaState, ServiceAction
@@ -49,6 +50,8 @@ class ReplicaView:
         self.suspect = False
         #: the requests with an attempt here whose outcome they have not handled yet
         self.holders: set[Any] = set()
+        #: the raw error behind the breaker's reason (a tooltip's), "" when none
+        self.detail = ""
 
     def stalled(self, now: float, late: float) -> bool:
         return bool(self.since) and now - min(self.since) > late
@@ -59,6 +62,7 @@ class ReplicaView:
             "worker": self.worker,
             "breaker": self.breaker.state.value,
             "reason": self.breaker.reason,
+            "detail": self.detail,
             "inflight": self.inflight,
             "served": self.served,
             "errors": self.errors,
@@ -76,6 +80,7 @@ class Rotation:
         self.views: dict[str, ReplicaView] = {}  # by replica key
         self.version = -1
         self.tier, self.tier_reason = Health.FALLBACK, "no replica known yet"
+        self.tier_detail = ""  # the raw error behind tier_reason, "" when none
         self.transitions: list[dict[str, Any]] = []
         self._loops: list[asyncio.Task[Any]] = []
         #: called with a replica as it leaves the rotation, before its calls are cancelled
@@ -118,30 +123,37 @@ class Rotation:
                 self.views[key] = ReplicaView(row, s.breaker_failures, s.breaker_open_s)
         self.retier("replica table")
 
-    def lost(self, address: str, cause: str) -> None:
+    def lost(self, address: str, cause: str, detail: str = "") -> None:
         """The coordinator's word that a replica's worker is gone: out at once."""
+        reason = Reason(cause, detail)
         for key, view in list(self.views.items()):
             if view.address == address:
-                self.eject(view, cause)
+                self.eject(view, reason)
                 del self.views[key]
-        self.retier(cause)
+        self.retier(reason)
 
-    def eject(self, view: ReplicaView, reason: str) -> None:
+    def eject(self, view: ReplicaView, reason: str | Reason) -> None:
         """Out of rotation at once; its requests in flight are cancelled, to be re-sent."""
         self.on_lost(view)
-        view.breaker.failed(reason, at_once=True)
+        reason = reason if isinstance(reason, Reason) else Reason(reason)
+        view.breaker.failed(reason.text, at_once=True)
+        view.detail = reason.detail
         for task in list(view.attempts):
             task.cancel()  # its requests go elsewhere
 
-    def retier(self, reason: str) -> None:
-        """Count the replicas in rotation again; a change of tier is kept with ``reason``."""
+    def retier(self, reason: str | Reason) -> None:
+        """Count the replicas in rotation again; a change of tier is kept with ``reason``
+        (words; a :class:`Reason`'s detail is kept beside them)."""
         serving = sum(1 for v in list(self.views.values()) if v.breaker.in_rotation())
         tier = tier_of(serving, self.wanted)
         if tier is not self.tier:
-            why = f"{serving} of {self.wanted} replicas in rotation: {reason}"
-            self.transitions.append({"time": time.time(), "tier": tier.value, "reason": why})
+            reason = reason if isinstance(reason, Reason) else Reason(reason)
+            why = f"{serving} of {self.wanted} replicas in rotation: {reason.text}"
+            self.transitions.append(
+                {"time": time.time(), "tier": tier.value, "reason": why, "detail": reason.detail}
+            )
             del self.transitions[:-_TRANSITIONS]
-            self.tier, self.tier_reason = tier, why
+            self.tier, self.tier_reason, self.tier_detail = tier, why, reason.detail
 
     async def _refresh_loop(self) -> None:
         while not self.closed:
@@ -191,10 +203,16 @@ class Rotation:
                 # so a replica back from a hang rejoins even while no request comes
                 view.breaker.succeeded()
         except Exception as e:
-            why = "no answer" if isinstance(e, asyncio.TimeoutError) else type(e).__name__
-            self.eject(
-                view, f"health check failed ({why} within {self.settings.health_timeout_s:g} s)"
-            )
+            limit = f"{self.settings.health_timeout_s:g} s"
+            if isinstance(e, asyncio.TimeoutError):
+                reason = Reason(
+                    f"replica {view.index} did not answer a health check within {limit}",
+                    f"TimeoutError: no answer to ft_serve_ping within {limit}",
+                )
+            else:
+                said = explain(e, replica=view.index)
+                reason = Reason(f"health check failed: {said.text}", said.detail, said.kind)
+            self.eject(view, reason)
         finally:
             view.ping = None
             self.retier("health check")

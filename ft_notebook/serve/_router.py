@@ -29,6 +29,7 @@ from typing import Any
 
 from distributed.protocol.serialize import to_serialize
 
+from ft_notebook._reasons import Reason, explain
 from ft_notebook.events import Health
 from ft_notebook.serve import _refusals as refusals
 from ft_notebook.serve._policy import Budget, Latencies, Pace, request_bytes
@@ -55,6 +56,10 @@ class Answer:
 
 class _ReplicaFailed(Exception):
     pass
+
+
+def _subject(key: str) -> str:
+    return f"replica {key.rsplit('/', 1)[-1]}"
 
 
 def _forget(task: asyncio.Task[Any]) -> None:
@@ -265,7 +270,7 @@ class Router:
                     view = pending.pop(task)
                     if task.cancelled() or task.exception() is not None:
                         spread_loss(view)  # before anyone is re-sent
-                    reply, why, at_once = self._outcome(task)
+                    reply, why, at_once, reason = self._outcome(task, view.key)
                     if reply is not None and reply["status"] == "OK":
                         # a loser's replica works on it still: let it finish, so that its
                         # load shows (and a loser that finished too is read, not left)
@@ -282,9 +287,10 @@ class Router:
                     tried.add(view.key)
                     errors.append(f"{view.key}: {why}")
                     view.errors += 1
-                    if view.breaker.failed(why, at_once=at_once):
-                        self.rotation.eject(view, why)
-                    self.rotation.retier(f"replica {view.key} failed: {why}")
+                    view.detail = reason.detail
+                    if view.breaker.failed(reason.text, at_once=at_once):
+                        self.rotation.eject(view, reason)
+                    self.rotation.retier(reason)
                     request.handled(view)
                     if not why.startswith("not-ready"):  # not ready: it never ran the request
                         lost_under.append(view.key)
@@ -304,18 +310,27 @@ class Router:
             request.release()
         return await self._no_replica(x, started, used_retries, hedged, errors)
 
-    def _outcome(self, task: asyncio.Task[Any]) -> tuple[dict[str, Any] | None, str, bool]:
+    def _outcome(
+        self, task: asyncio.Task[Any], key: str
+    ) -> tuple[dict[str, Any] | None, str, bool, Reason]:
+        """The reply (None if none came), the raw error, whether the replica leaves the
+        rotation at once, and the error in words (:func:`explain`) for the views."""
         if task.cancelled():
-            return None, "its replica was taken out of rotation", False
+            why = "its replica was taken out of rotation"
+            return None, why, False, Reason(f"{_subject(key)} was taken out of rotation")
         error = task.exception()
         if isinstance(error, _ReplicaFailed):
-            return None, str(error.args[0]), bool(error.args[1])
+            why = str(error.args[0])
+            return None, why, bool(error.args[1]), explain(why, replica=key)
         if error is not None:
-            return None, f"{type(error).__name__}: {error}", False
+            return None, f"{type(error).__name__}: {error}", False, explain(error, replica=key)
         reply = task.result()[0]
         if reply["status"] in ("OK", "rejected"):
-            return reply, "", False
-        return None, f"{reply['status']}: {reply.get('error', '')}", reply["status"] == "not-ready"
+            return reply, "", False, Reason("")
+        why = f"{reply['status']}: {reply.get('error', '')}"
+        if reply["status"] == "not-ready":  # it never ran the request
+            return None, why, True, Reason(f"{_subject(key)} was not ready on its worker", why)
+        return None, why, False, explain(why, replica=key)
 
     def _answered(
         self,
@@ -372,6 +387,7 @@ class Router:
         return {
             "tier": self.tier.value,
             "reason": self.tier_reason,
+            "detail": self.rotation.tier_detail,
             "wanted": self.rotation.wanted,
             "outstanding": self.outstanding,
             "p50_s": self.latencies.quantile(0.5),

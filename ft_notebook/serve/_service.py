@@ -302,7 +302,7 @@ def _follow(client: Any, name: str, router: Router) -> Any:
             return
         payload = event.payload()
         if isinstance(payload, ReplicaLost):
-            loop.call_soon_threadsafe(rotation.lost, payload.address, payload.cause)
+            loop.call_soon_threadsafe(rotation.lost, payload.address, payload.cause, payload.detail)
         elif isinstance(payload, (ReplicaReady, HealthChanged, ServiceScaled)):
             asyncio.run_coroutine_threadsafe(rotation.refresh(), loop)
 

@@ -22,7 +22,9 @@ class Slot:
     state: ReplicaState = ReplicaState.WAITING
     incarnation: str = ""
     since: float = field(default_factory=time.time)
+    #: why it is lost or failed, in words; ``detail``: the raw error behind them
     cause: str = ""
+    detail: str = ""
     tries: int = 0  # failed starts in a row on a live worker
     #: its model raised on every call of late (what the replica told), "" otherwise
     failing: str = ""
@@ -37,6 +39,7 @@ class Slot:
             "incarnation": self.incarnation,
             "since": self.since,
             "cause": self.cause,
+            "detail": self.detail,
             "failing": self.failing,
         }
 
@@ -53,6 +56,7 @@ class Service:
     per_worker: int = 1
     health: Health = Health.FALLBACK
     reason: str = "no replica ready yet"
+    detail: str = ""  # the raw error behind the reason, "" when none
     version: int = 0
     created: float = field(default_factory=time.time)
     #: Workers where the model factory failed, with the error: not tried again.
@@ -64,6 +68,7 @@ class Service:
             "wanted": self.wanted,
             "health": self.health.value,
             "reason": self.reason,
+            "detail": self.detail,
             "version": self.version,
             "created": self.created,
             "replicas": [s.row(self.name) for s in sorted(self.slots.values(), key=_index)],
