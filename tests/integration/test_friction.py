@@ -74,3 +74,30 @@ def test_down_closes_the_kernel_s_clients_and_a_cluster_as_asked_is_reused_quiet
         kernel.execute("print([ft.down(c.name) for c in ft.clusters()])", timeout=60)
         kernel.shutdown()
     assert "Failed to reconnect" not in (tmp_path / "kernel.log").read_text()
+
+
+def test_a_run_resumed_from_its_final_checkpoint_reports_its_last_loss(
+    client: Any, tmp_path: Path, unique_name: str
+) -> None:
+    """Demo 02, paused a while before ``ft.down``: the run had ended, ``resume=True``
+    found its final checkpoint with nothing left to train, and the run said loss None
+    (the demo's ``info["loss"] < 0.5`` raised TypeError)."""
+    from ft_notebook.testing.training import counting_problem
+
+    problem = counting_problem(size=64, batch=16)
+    first = ft.fit(
+        epochs=2, cluster=client, name=unique_name, store=str(tmp_path), timeout=120, **problem
+    ).info()
+    assert first["state"] == "COMPLETED" and isinstance(first["loss"], float), first
+    again = ft.fit(
+        epochs=2,
+        cluster=client,
+        name=unique_name,
+        store=str(tmp_path),
+        resume=True,
+        timeout=120,
+        **problem,
+    ).info()
+    assert again["state"] == "COMPLETED", again
+    assert again["resumed_from"] == again["step"] == first["step"] == 8
+    assert again["loss"] == first["loss"]  # the last committed step's, read back

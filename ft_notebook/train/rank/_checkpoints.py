@@ -55,6 +55,7 @@ class RankCheckpoints:
             "samples": held.trainer.size,
             "skip": sorted(held.skip),
             "nonfinite_total": held.nonfinite_total,
+            "loss": held.loss,  # what a run resumed from this state reports before its first step
         }
 
     def after_step(self, checkpoint: bool) -> None:

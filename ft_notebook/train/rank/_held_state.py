@@ -25,6 +25,9 @@ class HeldState:
         self.step = -1
         self.skip: set[int] = set()  # steps skipped for non-finite gradients
         self.nonfinite_total = 0
+        #: The loss of the newest committed step, as reported (saved beside the state,
+        #: so a run resumed from its final checkpoint still has one to report).
+        self.loss: float | str | None = None
         self.check = StateCheck()  # the state this rank can vouch for
 
     def commit(self, step: int) -> None:
@@ -34,9 +37,11 @@ class HeldState:
         self.check.committed(step, self.trainer)
 
     def restore_counts(self, ft: dict[str, Any]) -> None:
-        """The skipped steps and non-finite count saved beside a state."""
+        """The skipped steps, non-finite count and last loss saved beside a state."""
         self.skip = set(ft.get("skip", []))
         self.nonfinite_total = int(ft.get("nonfinite_total", 0))
+        if ft.get("loss") is not None:  # a checkpoint written before losses were saved: none
+            self.loss = ft["loss"]
 
     def to_bytes(self) -> bytes:
         return bytes(self.to_buffer())
@@ -47,7 +52,11 @@ class HeldState:
 
         buf = io.BytesIO()
         state = self.trainer.state()
-        state["ft"] = {"skip": sorted(self.skip), "nonfinite_total": self.nonfinite_total}
+        state["ft"] = {
+            "skip": sorted(self.skip),
+            "nonfinite_total": self.nonfinite_total,
+            "loss": self.loss,
+        }
         torch.save(state, buf)
         return buf.getbuffer()
 

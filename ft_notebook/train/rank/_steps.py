@@ -58,7 +58,6 @@ class StepLoop:
         self.plan_due = plan_due  # a newer plan that stops the steps now
         self.evaluator: BackgroundEval | None = None  # rank 0's, once it evaluates
         self._last_progress = 0.0
-        self._last_loss: float | str | None = None
         self._window: tuple[float, int] | None = None
         #: a robust aggregator, since the last progress report: worker -> suspect steps
         self._suspects: collections.Counter[str] = collections.Counter()
@@ -107,7 +106,7 @@ class StepLoop:
                     self._rollback(streak, plan)
                     streak = 0
                     continue
-            self._last_loss = plain(loss)
+            held.loss = plain(loss)
             if gen.rank == 0 and trainer.aggregated is not None:
                 self._note_aggregate(trainer.aggregated, gen.members)
             if gen.rank == 0:
@@ -196,7 +195,7 @@ class StepLoop:
                     checkpoint=saved,
                     nonfinite_total=held.nonfinite_total,
                     epoch=held.step // held.trainer.steps_per_epoch,
-                    loss=self._last_loss,
+                    loss=held.loss,  # read from the checkpoint when resumed at the end
                     suspects=suspects,
                     mean_steps=mean_steps,
                 )
