@@ -88,7 +88,8 @@ def test_a_run_resumed_from_its_final_checkpoint_reports_its_last_loss(
     first = ft.fit(
         epochs=2, cluster=client, name=unique_name, store=str(tmp_path), timeout=120, **problem
     ).info()
-    assert first["state"] == "COMPLETED" and isinstance(first["loss"], float), first
+    assert first["state"] == "COMPLETED", first
+    assert isinstance(first["loss"], float), first
     again = ft.fit(
         epochs=2,
         cluster=client,
