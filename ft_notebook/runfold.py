@@ -57,7 +57,16 @@ from ft_notebook.events import (
     ServiceStarted,
 )
 
-__all__ = ["RUN_KINDS", "SERVICE_KINDS", "Recovery", "ReplicaFact", "RunView", "ServiceView"]
+__all__ = [
+    "MAX_POINTS",
+    "RUN_KINDS",
+    "SERVICE_KINDS",
+    "Recovery",
+    "ReplicaFact",
+    "RunPoint",
+    "RunView",
+    "ServiceView",
+]
 
 
 class _Folded:
@@ -72,6 +81,22 @@ class _Folded:
     def last_seq(self) -> int:
         """The newest sequence number folded (0 for none)."""
         return max(self.seen.values(), default=0)
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One progress report of a run, kept for plots over time."""
+
+    time: float
+    step: int
+    loss: float | None
+    samples_per_s: float | None
+
+
+#: Points a :class:`RunView` keeps. One more halves them (every other one kept, the
+#: first and the newest always), so a history spans the whole run in bounded memory:
+#: a run reporting once a second for a day keeps 121 to 240 points, not 86 400.
+MAX_POINTS = 240
 
 
 @dataclass(frozen=True)
@@ -106,6 +131,8 @@ class RunView(_Folded):
     #: A checkpoint failed and none was committed since, or rank 0 says saves lag.
     lagging: bool = False
     recoveries: tuple[Recovery, ...] = ()
+    #: Its progress reports over time (step, loss, samples/s), at most MAX_POINTS.
+    history: tuple[RunPoint, ...] = ()
     #: The step the run is known to have reached whatever a later progress event says
     #: (its newest checkpoint's, or where a roll-back took it): progress is published
     #: once a second, a checkpoint as it commits, and the two cross.
@@ -171,14 +198,18 @@ def _health_changed(view: RunView, p: HealthChanged, e: Event) -> RunView:
 
 
 def _progressed(view: RunView, p: RunProgress, e: Event) -> RunView:
+    step = max(p.step, view.floor)
+    loss = p.loss if isinstance(p.loss, (int, float)) else None
+    points = (*view.history, RunPoint(e.time, step, loss, p.samples_per_s))
     return replace(
         view,
         state=_known_state(p.state) or view.state,
-        step=max(p.step, view.floor),
+        history=points[::2] if len(points) > MAX_POINTS else points,
+        step=step,
         total_steps=p.total_steps,
         epoch=p.epoch,
         world_size=p.world_size,
-        loss=p.loss if isinstance(p.loss, (int, float)) else None,
+        loss=loss,
         samples_per_s=p.samples_per_s,
         eta_s=p.eta_s,
         suspects=dict(p.suspects or {}),

@@ -37,7 +37,9 @@ from ft_notebook.server._models import (
     ChaosResultModel,
     ClusterModel,
     PredictionModel,
+    RunHistoryModel,
     RunModel,
+    ServiceHistoryModel,
     ServiceModel,
     SnapshotModel,
 )
@@ -143,6 +145,28 @@ class ResilienceManager:
 
         running = {info.name: info.address for info in clusters()}
         return self._runs.runs(self._journal_dir(), running)
+
+    def run_history(self, run: object) -> RunHistoryModel:
+        """Run ``run`` as :meth:`runs` shows it, with why it is in its state and its
+        progress over time (404 when it has no journal)."""
+        from ft_notebook.cluster import clusters
+
+        name = _name(run, "run name")
+        running = {info.name: info.address for info in clusters()}
+        found = self._runs.history(self._journal_dir(), name, running)
+        if found is None:
+            raise NotFound(f"No run named {name!r} has a journal; see GET runs for those that do.")
+        return found
+
+    def service_history(self, cluster: object, service: object) -> ServiceHistoryModel:
+        """Service ``service`` of ``cluster`` as :meth:`services` shows it, with its tier
+        and the traffic this server routed over time (404 when it does not run)."""
+        name, service_name = _name(cluster, "cluster name"), _name(service, "service name")
+        with self._client(name) as client:
+            found = self._routers.history(client, name, service_name)
+        if found is None:
+            raise NotFound(f"No service named {service_name!r} runs on cluster {name!r}.")
+        return found
 
     def events(self, topic: str, since: str | int = 0, limit: str | int = MAX_EVENTS) -> list[Any]:
         """Events of ``topic`` after sequence number ``since``, oldest first, at most

@@ -170,6 +170,74 @@ class ServiceModel:
 
 
 @dataclass(frozen=True)
+class RunPointModel:
+    """One progress report of a run: when, at which step, its loss and throughput."""
+
+    time: float
+    step: int
+    #: Null when not told, or not finite (JSON has no NaN).
+    loss: float | None
+    samples_per_s: float | None
+
+
+@dataclass(frozen=True)
+class RunHistoryModel:
+    """A run as the panel shows it, why it is in its state, and its progress over time."""
+
+    run: RunModel
+    #: Why the run is in its state (or its health), as its events said; "" if not told.
+    reason: str
+    #: Oldest first; the whole run at most :data:`ft_notebook.runfold.MAX_POINTS`
+    #: points (older ones thinned), so a plot spans it from its first step.
+    points: tuple[RunPointModel, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run.to_json(),
+            "reason": self.reason,
+            "points": [asdict(p) for p in self.points],
+        }
+
+
+@dataclass(frozen=True)
+class TierChangeModel:
+    """A change of a service's tier: when, to which, and why."""
+
+    time: float
+    tier: Health
+    reason: str
+
+
+@dataclass(frozen=True)
+class TrafficPointModel:
+    """Requests this server routed to a service since the point before, and their p99."""
+
+    time: float
+    requests_per_s: float
+    #: Null before any request was answered.
+    p99_ms: float | None
+
+
+@dataclass(frozen=True)
+class ServiceHistoryModel:
+    """A service as the panel shows it, with its tier and its traffic over time."""
+
+    service: ServiceModel
+    #: Its changes of tier, oldest first (the newest 100, from its events).
+    tiers: tuple[TierChangeModel, ...] = ()
+    #: Requests routed by this Jupyter server (its HTTP predict route), sampled at each
+    #: ask; a notebook's own calls are its router's and show on its dashboard.
+    traffic: tuple[TrafficPointModel, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "service": self.service.to_json(),
+            "tiers": [asdict(t) for t in self.tiers],
+            "traffic": [asdict(t) for t in self.traffic],
+        }
+
+
+@dataclass(frozen=True)
 class PredictionModel:
     """A service's answer over HTTP, and where it came from."""
 

@@ -11,6 +11,7 @@ where the last read ended.
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 from collections.abc import Mapping
@@ -23,7 +24,13 @@ from ft_notebook._journal import Journal
 from ft_notebook.events import TOPIC_PREFIX, Event, run_topic
 from ft_notebook.exceptions import EventError, UnsafeName
 from ft_notebook.runfold import RunView
-from ft_notebook.server._models import MAX_RECOVERIES, RecoveryModel, RunModel
+from ft_notebook.server._models import (
+    MAX_RECOVERIES,
+    RecoveryModel,
+    RunHistoryModel,
+    RunModel,
+    RunPointModel,
+)
 
 RUN_PREFIX = f"{TOPIC_PREFIX}.run."
 
@@ -66,6 +73,19 @@ class RunFold:
             cluster_gone=gone,
         )
 
+    def history(self, running: Mapping[str, str]) -> RunHistoryModel:
+        """The run with why it is in its state and its progress over time: the same
+        fold as :meth:`model`, so the plot and the panel's row agree."""
+        points = tuple(
+            RunPointModel(p.time, p.step, _finite(p.loss), _finite(p.samples_per_s))
+            for p in self.view.history
+        )
+        return RunHistoryModel(self.model(running), self.view.reason, points)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
 
 def _process_gone(host: str, pid: int, started: float) -> bool:
     """Whether the scheduler process a run told of is gone: only knowable on its own
@@ -96,6 +116,19 @@ class RunJournals:
             paths = sorted(folder.glob(f"{RUN_PREFIX}*.jsonl"))
             folds = [fold for path in paths if (fold := self._one(path))]
         return [f.model(running) for f in folds]
+
+    def history(
+        self, folder: Path, name: str, running: Mapping[str, str]
+    ) -> RunHistoryModel | None:
+        """Run ``name``'s history, or None when it has no journal in ``folder``.
+
+        Raises:
+            UnsafeName: ``name`` could not be a run's (it never becomes a path then).
+        """
+        run_topic(name)  # refuses a name that is not a run's before it names a file
+        with self._lock:
+            fold = self._one(folder / f"{RUN_PREFIX}{name}.jsonl")
+        return None if fold is None else fold.history(running)
 
     def _one(self, path: Path) -> RunFold | None:
         name = path.name[len(RUN_PREFIX) : -len(".jsonl")]

@@ -27,18 +27,29 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
+from collections import deque
 from typing import Any
 
 from ft_notebook.events import Health, history, service_topic
 from ft_notebook.runfold import ServiceView
 from ft_notebook.serve._protocol import ServiceAction
-from ft_notebook.server._models import PredictionModel, ReplicaModel, ServiceModel
+from ft_notebook.server._models import (
+    PredictionModel,
+    ReplicaModel,
+    ServiceHistoryModel,
+    ServiceModel,
+    TierChangeModel,
+    TrafficPointModel,
+)
 
 #: The largest number of input values one HTTP request may carry.
 MAX_VALUES = 1 << 22
 #: The largest request body (413 above it), and the largest one with a ``json`` value.
 MAX_BODY_BYTES = 32 << 20
 MAX_JSON_BYTES = 8 << 20
+#: Traffic points kept per service (one per ask: about 8 minutes at the panel's 2 s).
+MAX_TRAFFIC = 240
 
 
 class TooLarge(ValueError):
@@ -112,32 +123,53 @@ class Routers:
         self._lock = threading.Lock()
         self._handles: dict[tuple[str, str], tuple[Any, Any]] = {}  # -> (client, Service)
         self._views: dict[tuple[str, str], ServiceView] = {}  # (cluster, name) -> fold
+        #: (cluster, name) -> (requests counted so far, the point) per sample
+        self._traffic: dict[tuple[str, str], deque[tuple[int, TrafficPointModel]]] = {}
 
     def services(self, client: Any, cluster: str) -> list[ServiceModel]:
+        return [
+            _model(self.view(client, cluster, name), cluster, wanted)
+            for name, wanted in self._names(client).items()
+        ]
+
+    def history(self, client: Any, cluster: str, name: str) -> ServiceHistoryModel | None:
+        """Service ``name`` with its tier over time (its events, folded as for the
+        panel) and the traffic this server routed to it; None if it does not run."""
+        wanted = self._names(client).get(name)
+        if wanted is None:
+            return None
+        view = self.view(client, cluster, name)
+        tiers = tuple(TierChangeModel(t, tier, why) for t, tier, why in view.transitions)
+        return ServiceHistoryModel(
+            _model(view, cluster, wanted), tiers, self._sample(cluster, name)
+        )
+
+    def _names(self, client: Any) -> dict[str, int]:
+        """Name -> wanted replicas of every service the coordinator runs."""
         from ft_notebook.serve._service import install
 
         install(client)
         names = client.sync(client.scheduler.ft_service, action=ServiceAction.NAMES.value)
-        rows = []
-        for entry in names:
-            view = self.view(client, cluster, str(entry["name"]))
-            replicas = tuple(
-                ReplicaModel(r.replica, r.worker, r.state, r.since, r.cause)
-                for r in view.replica_rows()
-            )
-            rows.append(
-                ServiceModel(
-                    name=view.name,
-                    cluster=cluster,
-                    # before its first change of tier a service has no ready replica
-                    health=view.health or Health.FALLBACK,
-                    reason=view.reason or "no replica ready yet",
-                    wanted=view.wanted or int(entry["wanted"]),
-                    ready=view.ready,
-                    replicas=replicas,
-                )
-            )
-        return rows
+        return {str(entry["name"]): int(entry["wanted"]) for entry in names}
+
+    def _sample(self, cluster: str, name: str) -> tuple[TrafficPointModel, ...]:
+        """The traffic points of this server's router for the service, one more now."""
+        with self._lock:
+            kept = self._handles.get((cluster, name))
+            points = self._traffic.setdefault((cluster, name), deque(maxlen=MAX_TRAFFIC))
+            if kept is None or kept[1].router.closed:
+                return tuple(p for _, p in points)
+            status = kept[1].router.status()
+            now, asked = time.time(), int(status.get("requests", 0))
+            if points:
+                before, last = points[-1]
+                rate = (asked - before) / (now - last.time) if now > last.time else 0.0
+                p99 = status.get("p99_s")
+                ms = None if p99 is None else float(p99) * 1000
+                points.append((asked, TrafficPointModel(now, max(rate, 0.0), ms)))
+            else:  # the first sample only sets where counting starts
+                points.append((asked, TrafficPointModel(now, 0.0, None)))
+            return tuple(p for _, p in points)
 
     def view(self, client: Any, cluster: str, name: str) -> ServiceView:
         """Service ``name``'s events folded, reading only those after the last fold."""
@@ -182,6 +214,22 @@ class Routers:
                 handle.detach()
             except Exception:  # its cluster is gone already
                 continue
+
+
+def _model(view: ServiceView, cluster: str, wanted: int) -> ServiceModel:
+    replicas = tuple(
+        ReplicaModel(r.replica, r.worker, r.state, r.since, r.cause) for r in view.replica_rows()
+    )
+    return ServiceModel(
+        name=view.name,
+        cluster=cluster,
+        # before its first change of tier a service has no ready replica
+        health=view.health or Health.FALLBACK,
+        reason=view.reason or "no replica ready yet",
+        wanted=view.wanted or wanted,
+        ready=view.ready,
+        replicas=replicas,
+    )
 
 
 def _inputs(body: object) -> Any:

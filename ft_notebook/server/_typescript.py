@@ -25,9 +25,14 @@ from ft_notebook.server._models import (
     PredictionModel,
     RecoveryModel,
     ReplicaModel,
+    RunHistoryModel,
     RunModel,
+    RunPointModel,
+    ServiceHistoryModel,
     ServiceModel,
     SnapshotModel,
+    TierChangeModel,
+    TrafficPointModel,
 )
 
 #: What the API returns, in the order the file declares them.
@@ -40,6 +45,11 @@ MODELS: tuple[type[Any], ...] = (
     SnapshotModel,
     ReplicaModel,
     ServiceModel,
+    RunPointModel,
+    RunHistoryModel,
+    TierChangeModel,
+    TrafficPointModel,
+    ServiceHistoryModel,
     PredictionModel,
     ChaosResultModel,
     ErrorModel,

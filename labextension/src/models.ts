@@ -105,6 +105,42 @@ export interface ServiceModel {
   replicas: ReplicaModel[];
 }
 
+/** One progress report of a run: when, at which step, its loss and throughput. */
+export interface RunPointModel {
+  time: number;
+  step: number;
+  loss: number | null;
+  samples_per_s: number | null;
+}
+
+/** A run as the panel shows it, why it is in its state, and its progress over time. */
+export interface RunHistoryModel {
+  run: RunModel;
+  reason: string;
+  points: RunPointModel[];
+}
+
+/** A change of a service's tier: when, to which, and why. */
+export interface TierChangeModel {
+  time: number;
+  tier: Health;
+  reason: string;
+}
+
+/** Requests this server routed to a service since the point before, and their p99. */
+export interface TrafficPointModel {
+  time: number;
+  requests_per_s: number;
+  p99_ms: number | null;
+}
+
+/** A service as the panel shows it, with its tier and its traffic over time. */
+export interface ServiceHistoryModel {
+  service: ServiceModel;
+  tiers: TierChangeModel[];
+  traffic: TrafficPointModel[];
+}
+
 /** A service's answer over HTTP, and where it came from. */
 export interface PredictionModel {
   outputs: unknown;
