@@ -3,6 +3,11 @@
 Routes, under ``<base_url>/ft-notebook/api/`` (see :data:`ROUTES`):
 
 - ``GET clusters``: the user's running clusters, from the registry;
+- ``POST clusters`` ``{"name", "workers"}`` (201), ``POST clusters/NAME/scale``
+  ``{"workers"}``, ``POST clusters/NAME/stop``: start, scale in place and stop the
+  user's private cluster, as ``ft.cluster()``, ``ft_notebook.cluster.scale()`` and
+  ``ft.down()`` do (409 while another action on it is under way; see :mod:`._cluster_controls`);
+- ``GET kernels/KERNEL_ID/usage``: the resident memory of one of this server's kernels;
 - ``GET workers?cluster=NAME``: that cluster's workers and their health, asked of its
   scheduler (503 when it does not answer);
 - ``GET runs``: runs seen in the event journals, with their newest state;
@@ -20,11 +25,12 @@ Routes, under ``<base_url>/ft-notebook/api/`` (see :data:`ROUTES`):
 - ``POST chaos`` ``{"cluster", "action": "kill"|"hang"|"resume", "worker"}``:
   refused (403) unless ``ft-notebook.server.chaos-actions`` is true.
 
-Every route is authenticated and authorised (resource ``ft_notebook``); the only
+Every route is authenticated and authorised (resource ``ft_notebook``); every
 mutation is a POST, which carries XSRF protection when authenticated by cookie. Errors
-are JSON ``{"message", "reason"}`` with 400, 403, 404 or 503. The extension only reads
-journals, the registry and the store, and records the renames of notebooks that have
-snapshots (see :mod:`._renames`); it routes service requests through the serving
+are JSON ``{"message", "reason"}`` with 400, 403, 404, 409 or 503. The extension reads
+journals, the registry and the store, records the renames of notebooks that have
+snapshots (see :mod:`._renames`), starts, scales and stops the user's own clusters
+when asked; it routes service requests through the serving
 layer's router and never imports the session or training layers.
 """
 
@@ -34,11 +40,15 @@ from typing import Any
 
 from jupyter_server.utils import url_path_join
 
+from ft_notebook.server._cluster_controls import ClusterControls
 from ft_notebook.server._handlers import (
     AUTH_RESOURCE,
     ChaosHandler,
+    ClusterScaleHandler,
     ClustersHandler,
+    ClusterStopHandler,
     EventsHandler,
+    KernelUsageHandler,
     PredictHandler,
     RunsHandler,
     ServicesHandler,
@@ -55,7 +65,10 @@ API_PREFIX = "ft-notebook/api"
 
 #: (path under the server's base URL, handler class, HTTP methods it serves).
 ROUTES: tuple[tuple[str, type[Any], tuple[str, ...]], ...] = (
-    (f"{API_PREFIX}/clusters", ClustersHandler, ("GET",)),
+    (f"{API_PREFIX}/clusters", ClustersHandler, ("GET", "POST")),
+    (f"{API_PREFIX}/clusters/([^/]+)/scale", ClusterScaleHandler, ("POST",)),
+    (f"{API_PREFIX}/clusters/([^/]+)/stop", ClusterStopHandler, ("POST",)),
+    (f"{API_PREFIX}/kernels/([^/]+)/usage", KernelUsageHandler, ("GET",)),
     (f"{API_PREFIX}/workers", WorkersHandler, ("GET",)),
     (f"{API_PREFIX}/runs", RunsHandler, ("GET",)),
     (f"{API_PREFIX}/runs/([^/]+)/history", RunHistoryHandler, ("GET",)),
@@ -80,6 +93,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     web_app = serverapp.web_app
     base_url = web_app.settings["base_url"]
     web_app.settings["ft_notebook_manager"] = manager
+    web_app.settings["ft_notebook_controls"] = ClusterControls(manager.clusters)
     web_app.add_handlers(
         ".*$", [(url_path_join(base_url, path), handler) for path, handler, _ in ROUTES]
     )

@@ -23,6 +23,7 @@ from tornado import web
 
 from ft_notebook._notebook_key import notebook_key
 from ft_notebook.exceptions import ClusterUnreachable, UnsafeName
+from ft_notebook.server._cluster_controls import ClusterControls, kernel_usage
 from ft_notebook.server._manager import MAX_EVENTS, ApiError, ResilienceManager
 from ft_notebook.server._models import ErrorModel
 from ft_notebook.server._renames import kernel_file_path
@@ -40,6 +41,11 @@ class _Handler(APIHandler):
     def manager(self) -> ResilienceManager:
         manager: ResilienceManager = self.settings["ft_notebook_manager"]
         return manager
+
+    @property
+    def controls(self) -> ClusterControls:
+        controls: ClusterControls = self.settings["ft_notebook_controls"]
+        return controls
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` in a thread; map what it raises to a status and JSON body."""
@@ -74,6 +80,41 @@ class ClustersHandler(_Handler):
     async def get(self) -> None:
         clusters = await self.call(self.manager.clusters)
         self.reply([c.to_json() for c in clusters])
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        """``{"name", "workers"}``: start that private cluster (seconds, in a thread)."""
+        started = await self.call(self.controls.start, _json_body(self))
+        self.set_status(201)
+        self.reply(started.to_json())
+
+
+class ClusterScaleHandler(_Handler):
+    @web.authenticated
+    @authorized
+    async def post(self, name: str) -> None:
+        """``{"workers": N}``: grow or shrink the running cluster ``name`` in place."""
+        scaled = await self.call(self.controls.scale, name, _json_body(self))
+        self.reply(scaled.to_json())
+
+
+class ClusterStopHandler(_Handler):
+    @web.authenticated
+    @authorized
+    async def post(self, name: str) -> None:
+        """Stop the cluster ``name``; its processes have exited when this answers."""
+        stopped = await self.call(self.controls.stop, name)
+        self.reply(stopped.to_json())
+
+
+class KernelUsageHandler(_Handler):
+    @web.authenticated
+    @authorized
+    async def get(self, kernel_id: str) -> None:
+        """The resident memory of this server's kernel ``kernel_id``."""
+        usage = await self.call(kernel_usage, self.kernel_manager, kernel_id)
+        self.reply(usage.to_json())
 
 
 class WorkersHandler(_Handler):

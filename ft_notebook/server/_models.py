@@ -270,8 +270,34 @@ class ChaosResultModel:
 
 
 @dataclass(frozen=True)
+class ClusterStoppedModel:
+    """What a stop from the panel did: the cluster and its processes are gone."""
+
+    name: str
+    #: The pids of the cluster's process and its workers, as registered before it
+    #: stopped (every one has exited when this answer is sent).
+    pids: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "pids": list(self.pids)}
+
+
+@dataclass(frozen=True)
+class KernelUsageModel:
+    """The memory of one of this server's kernels, read from its process."""
+
+    kernel_id: str
+    pid: int
+    #: Resident set size of the kernel's process, in bytes.
+    rss: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class ErrorModel:
-    """The body of every error response (400, 403, 404, 429, 500, 503, 504)."""
+    """The body of every error response (400, 403, 404, 409, 429, 500, 503, 504)."""
 
     message: str
     #: The error's class: BadRequest, Refused, NotFound, Unavailable, ...

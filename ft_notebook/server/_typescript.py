@@ -21,7 +21,9 @@ from ft_notebook.events import Health, RunState
 from ft_notebook.server._models import (
     ChaosResultModel,
     ClusterModel,
+    ClusterStoppedModel,
     ErrorModel,
+    KernelUsageModel,
     PredictionModel,
     RecoveryModel,
     ReplicaModel,
@@ -52,6 +54,8 @@ MODELS: tuple[type[Any], ...] = (
     ServiceHistoryModel,
     PredictionModel,
     ChaosResultModel,
+    ClusterStoppedModel,
+    KernelUsageModel,
     ErrorModel,
 )
 

@@ -161,7 +161,20 @@ export interface ChaosResultModel {
   pid: number;
 }
 
-/** The body of every error response (400, 403, 404, 429, 500, 503, 504). */
+/** What a stop from the panel did: the cluster and its processes are gone. */
+export interface ClusterStoppedModel {
+  name: string;
+  pids: number[];
+}
+
+/** The memory of one of this server's kernels, read from its process. */
+export interface KernelUsageModel {
+  kernel_id: string;
+  pid: number;
+  rss: number;
+}
+
+/** The body of every error response (400, 403, 404, 409, 429, 500, 503, 504). */
 export interface ErrorModel {
   message: string;
   reason: string;

@@ -92,6 +92,8 @@ async def test_every_route_rejects_an_unauthenticated_request(
             assert json.loads(authenticated.body)["reason"] == "NotFound"
     elif "predict" in path:  # a service of a cluster that does not run
         assert (authenticated.code, json.loads(authenticated.body)["reason"]) == (404, "NotFound")
+    elif "clusters" in path:  # a chaos body is no cluster request; or no such cluster
+        assert json.loads(authenticated.body)["reason"] in ("BadRequest", "NotFound")
     else:  # chaos is off by default
         assert json.loads(authenticated.body)["reason"] == "Refused"
 
