@@ -18,7 +18,7 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { FtApi } from './api';
 import { CommandIDs, registerCommands } from './commands';
 import { PANEL_ID, ResiliencePanel } from './panel';
-import { Poller } from './poll';
+import { Poller } from './polling';
 import { fetchResilience, IResilience } from './state';
 import { ResilienceStatus, STATUS_ITEM_ID } from './statusbar';
 

@@ -7,7 +7,7 @@ import { Message } from '@lumino/messaging';
 
 import { resilienceIcon } from './icons';
 import { PollConsumer } from './consumer';
-import type { Poller } from './poll';
+import type { Poller } from './polling';
 import { IResilience, viewStateOf } from './state';
 import { updateAges } from './view/runs';
 import { IPanelActions, renderPanel } from './view/panel';

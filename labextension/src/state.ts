@@ -10,12 +10,13 @@
 import { ApiError, FtApi } from './api';
 import type {
   ClusterModel,
+  KernelUsageModel,
   RunModel,
   ServiceModel,
   SnapshotModel,
   WorkerStatus
 } from './models';
-import type { IPollResult } from './poll';
+import type { IPollResult } from './polling';
 
 /** One cluster, its workers and services, or why its workers could not be listed. */
 export interface IClusterView {
@@ -41,6 +42,8 @@ export interface IResilience {
   runs: RunModel[];
   /** Null when no notebook is open. */
   snapshots: ISnapshotsView | null;
+  /** The memory of the active notebook's kernel; null without one, or unread. */
+  kernel?: KernelUsageModel | null;
 }
 
 /** What the renderers get: the newest data and the newest error, if any. */
@@ -69,19 +72,24 @@ export const LOADING: IViewState = { data: null, error: null, retryInMs: 0 };
  * Fetch clusters, their workers, runs and the active notebook's snapshots.
  *
  * @param notebookPath - API path of the active notebook, or null when there is none
+ * @param kernelId - the id of the active notebook's kernel, or null when it has none
  * @throws ApiError when `clusters` or `runs` fail
  */
 export async function fetchResilience(
   api: FtApi,
-  notebookPath: string | null
+  notebookPath: string | null,
+  kernelId: string | null = null
 ): Promise<IResilience> {
-  const [clusters, runs, snapshots] = await Promise.all([
+  const [clusters, runs, snapshots, kernel] = await Promise.all([
     api.clusters(),
     api.runs(),
-    notebookPath === null ? null : fetchSnapshots(api, notebookPath)
+    notebookPath === null ? null : fetchSnapshots(api, notebookPath),
+    // a kernel shut down between two polls, or a server without the route, costs
+    // the status bar its kernel memory, not the poll
+    kernelId === null ? null : api.kernelUsage(kernelId).catch(() => null)
   ]);
   const views = await Promise.all(clusters.map(cluster => fetchCluster(api, cluster)));
-  return { clusters: views, runs, snapshots };
+  return { clusters: views, runs, snapshots, kernel };
 }
 
 async function fetchCluster(api: FtApi, cluster: ClusterModel): Promise<IClusterView> {

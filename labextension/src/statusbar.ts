@@ -7,7 +7,7 @@
 import { Message } from '@lumino/messaging';
 
 import { PollConsumer } from './consumer';
-import type { Poller } from './poll';
+import type { Poller } from './polling';
 import { IResilience, viewStateOf } from './state';
 import { summarizeStatus } from './status';
 
