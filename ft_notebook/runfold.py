@@ -284,8 +284,11 @@ class ReplicaFact:
     state: str = "waiting"
     #: Time of the event that put it in its state (0: none yet).
     since: float = 0.0
+    #: Why it is lost or failed, in words (``ft_notebook._reasons.explain``, made where
+    #: it was seen); ``detail``: the raw error behind them, for a tooltip.
     cause: str = ""
     warmup_s: float | None = None
+    detail: str = ""
 
     @property
     def index(self) -> int:
@@ -302,6 +305,8 @@ class ServiceView(_Folded):
     #: The coordinator's tier (ready replicas of wanted) and why; None until it says.
     health: Health | None = None
     reason: str = ""
+    #: The raw error behind ``reason`` ("" when the words are all there is).
+    detail: str = ""
     wanted: int = 0
     #: Replica key -> its fact, one per index below ``wanted``.
     replicas: Mapping[str, ReplicaFact] = field(default_factory=dict)
@@ -355,22 +360,23 @@ def _replica(view: ServiceView, key: str, **facts: Any) -> ServiceView:
 
 
 def _replica_ready(view: ServiceView, p: ReplicaReady, e: Event) -> ServiceView:
-    return _replica(
-        view, p.replica, worker=p.worker, state="ready", since=e.time, cause="", warmup_s=p.warmup_s
-    )
+    facts = dict(worker=p.worker, state="ready", since=e.time, cause="", detail="")
+    return _replica(view, p.replica, warmup_s=p.warmup_s, **facts)
 
 
-def _replica_lost(view: ServiceView, p: ReplicaLost, e: Event) -> ServiceView:
-    return _replica(view, p.replica, worker=p.worker, state="lost", since=e.time, cause=p.cause)
+def _replica_out(state: str) -> Callable[[ServiceView, Any, Event], ServiceView]:
+    """The fold of a replica-lost (``lost``) or replica-failed (``failed``) event."""
 
+    def fold(view: ServiceView, p: ReplicaLost | ReplicaFailed, e: Event) -> ServiceView:
+        facts = dict(worker=p.worker, state=state, since=e.time, cause=p.cause, detail=p.detail)
+        return _replica(view, p.replica, **facts)
 
-def _replica_failed(view: ServiceView, p: ReplicaFailed, e: Event) -> ServiceView:
-    return _replica(view, p.replica, worker=p.worker, state="failed", since=e.time, cause=p.cause)
+    return fold
 
 
 def _service_health(view: ServiceView, p: HealthChanged, e: Event) -> ServiceView:
     changes = (*view.transitions, (e.time, p.health, p.reason))[-MAX_TRANSITIONS:]
-    return replace(view, health=p.health, reason=p.reason, transitions=changes)
+    return replace(view, health=p.health, reason=p.reason, detail=p.detail, transitions=changes)
 
 
 _SERVICE_FOLDS: dict[str, Callable[[ServiceView, Any, Event], ServiceView]] = {
@@ -378,8 +384,8 @@ _SERVICE_FOLDS: dict[str, Callable[[ServiceView, Any, Event], ServiceView]] = {
     ServiceScaled.kind: _scaled,
     ServiceClosed.kind: _closed,
     ReplicaReady.kind: _replica_ready,
-    ReplicaLost.kind: _replica_lost,
-    ReplicaFailed.kind: _replica_failed,
+    ReplicaLost.kind: _replica_out("lost"),
+    ReplicaFailed.kind: _replica_out("failed"),
     HealthChanged.kind: _service_health,
 }
 

@@ -8,25 +8,23 @@ fed by :meth:`ServiceState.add`. What only this caller knows (its breakers, requ
 in flight, latencies, counts and the tier its answers carry) comes from snapshots of
 its router's ``status()`` (plain dicts), folded by :meth:`ServiceState.apply`.
 :class:`ServiceDashboard` follows the service's topic (the journal first), polls the
-router in a daemon thread, and shows the state in an ipywidgets ``HTML`` that it
-updates in place.
+router in a daemon thread, and shows the state as ipywidgets with a bokeh chart
+(:mod:`._service_view`) that it updates in place, or as HTML (:mod:`._service_html`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ft_notebook.events import Event
 from ft_notebook.runfold import SERVICE_KINDS, ServiceView
-from ft_notebook.widgets._state import escape
 
 #: Points of the time series kept (a point per poll).
 MAX_POINTS = 600
-_COLOURS = {"HEALTHY": "#2e7d32", "DEGRADED": "#ef6c00", "FALLBACK": "#c62828"}
 
 
 @dataclass
@@ -40,7 +38,25 @@ class ReplicaTile:
     errors: int = 0
     p50_ms: float | None = None
     p99_ms: float | None = None
+    #: why it is lost or failed, in words, and the raw error behind them (a tooltip's)
     cause: str = ""
+    detail: str = ""
+    #: why this caller's breaker opened, in words, and the raw error behind them
+    breaker_reason: str = ""
+    breaker_detail: str = ""
+
+    @property
+    def index(self) -> str:
+        return self.replica.rsplit("/", 1)[-1]
+
+    def chip(self) -> str:
+        """Its name and state, read as one replica's (``replica 0: ready``)."""
+        return f"replica {self.index}: {self.state.lower()}"
+
+    def breaker_label(self) -> str:
+        """This caller's circuit breaker, said as one (``breaker closed``); "" if not
+        routed here."""
+        return f"breaker {self.breaker.lower().replace('_', '-')}" if self.breaker else ""
 
 
 @dataclass
@@ -52,6 +68,8 @@ class ServiceState:
     #: snapshot, the coordinator's from the events).
     tier: str = "FALLBACK"
     reason: str = ""
+    #: The raw error behind the reason ("" when the reason is all there is).
+    detail: str = ""
     #: This caller's router, by replica: breaker, in flight, served, errors, p50, p99.
     routed: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: (time, requests/s, p50 ms, p99 ms, fallback share) per snapshot after the first.
@@ -74,6 +92,7 @@ class ServiceState:
         before, self.view = self.view, self.view.apply(event)
         if not self._snapshots and self.view.health is not None:
             self.tier, self.reason = self.view.health.value, self.view.reason
+            self.detail = self.view.detail
         self.version += 1
         return self.view is not before
 
@@ -85,6 +104,7 @@ class ServiceState:
         self._snapshots += 1
         self.tier = str(router.get("tier") or self.tier)
         self.reason = str(router.get("reason") or "")
+        self.detail = str(router.get("detail") or "")
         self.routed = {str(r["replica"]): dict(r) for r in router.get("replicas", ())}
         requests, fallback = int(router.get("requests", 0)), int(router.get("fallback", 0))
         self.counts = {k: int(router[k]) for k in _COUNTS if k in router}
@@ -105,10 +125,14 @@ class ServiceState:
         caller's numbers beside them."""
         tiles = {}
         for fact in self.view.replica_rows():
-            tile = ReplicaTile(fact.replica, fact.worker, fact.state.upper(), cause=fact.cause)
+            tile = ReplicaTile(
+                fact.replica, fact.worker, fact.state.upper(), cause=fact.cause, detail=fact.detail
+            )
             mine = self.routed.get(fact.replica)
             if mine:
                 tile.breaker = str(mine["breaker"])
+                tile.breaker_reason = str(mine.get("reason") or "")
+                tile.breaker_detail = str(mine.get("detail") or "")
                 tile.inflight, tile.served = int(mine["inflight"]), int(mine["served"])
                 tile.errors = int(mine["errors"])
                 tile.p50_ms, tile.p99_ms = _ms(mine.get("p50_s")), _ms(mine.get("p99_s"))
@@ -123,9 +147,10 @@ class ServiceState:
             lines.append(f"  {self.view.ready} of {self.view.wanted} replicas ready")
         for t in self.tiles.values():
             lat = f", p50 {t.p50_ms:.1f} ms, p99 {t.p99_ms:.1f} ms" if t.p50_ms is not None else ""
-            breaker = f", breaker {t.breaker}" if t.breaker else ""
+            breaker = f", {t.breaker_label()}" if t.breaker else ""
+            why = f" ({t.cause})" if t.cause else ""
             lines.append(
-                f"  {t.replica} on worker {t.worker or '-'}: {t.state}{breaker}, "
+                f"  {t.chip()}{why} on worker {t.worker or '-'}{breaker}, "
                 f"{t.inflight} in flight, {t.served} served, {t.errors} errors{lat}"
             )
         if self.series:
@@ -139,18 +164,10 @@ class ServiceState:
         return "\n".join(lines)
 
     def html(self) -> str:
-        colour = _COLOURS.get(self.tier, "#555")
-        tiles = "".join(_tile_html(t) for t in self.tiles.values())
-        chart = _chart(self.series)
-        counts = ", ".join(f"{escape(k)} {v}" for k, v in self.counts.items())
-        return (
-            f'<div class="ft-service"><div><b>service {escape(self.name)}</b> '
-            f'<span class="ft-badge" style="background:{colour};color:#fff;padding:0 6px;'
-            f'border-radius:3px">{escape(self.tier)}</span> '
-            f"<span>{escape(self.reason)}</span></div>"
-            f'<div style="display:flex;gap:6px;margin:4px 0">{tiles}</div>'
-            f'{chart}<div style="font-size:smaller">{counts}</div></div>'
-        )
+        """The whole dashboard as HTML (non-widget front ends, nbconvert)."""
+        from ft_notebook.widgets._service_html import service_html
+
+        return service_html(self)
 
 
 _COUNTS = ("requests", "answered", "fallback", "retries", "hedges", "shed", "failed")
@@ -162,49 +179,6 @@ def _ms(seconds: Any) -> float | None:
 
 def _fmt(ms: float | None) -> str:
     return "?" if ms is None else f"{ms:.1f}"
-
-
-def _tile_html(t: ReplicaTile) -> str:
-    routed = t.state == "READY" and t.breaker in ("", "CLOSED")
-    colour = "#2e7d32" if routed else ("#ef6c00" if t.state in ("READY", "WARMING") else "#c62828")
-    lat = f"p50 {_fmt(t.p50_ms)} / p99 {_fmt(t.p99_ms)} ms" if t.p50_ms is not None else ""
-    why = f"<br><i>{escape(t.cause)}</i>" if t.cause and not routed else ""
-    return (
-        f'<div class="ft-replica" style="border:2px solid {colour};padding:2px 6px;'
-        f'border-radius:4px"><b>{escape(t.replica)}</b> ({escape(t.worker or "-")})<br>'
-        f"{escape(t.state)} {escape(t.breaker)}<br>{t.inflight} in flight, "
-        f"{t.errors} errors<br>{lat}{why}</div>"
-    )
-
-
-def _chart(series: list[tuple[float, float, float | None, float | None, float]]) -> str:
-    """Requests/s, p99 and fallback share as three inline SVG lines, each scaled to
-    its own maximum (the numbers of the last point are beside it)."""
-    if len(series) < 2:
-        return ""
-    width, height = 360, 60
-    t0, t1 = series[0][0], series[-1][0]
-    span = (t1 - t0) or 1.0
-
-    def line(values: Sequence[float | None], colour: str) -> str:
-        top = max((v for v in values if v is not None), default=0.0) or 1.0
-        points = " ".join(
-            f"{(t - t0) / span * width:.1f},{height - (v or 0.0) / top * (height - 4):.1f}"
-            for (t, *_), v in zip(series, values, strict=True)
-        )
-        return f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>'
-
-    rps = [p[1] for p in series]
-    p99 = [p[3] for p in series]
-    share = [p[4] for p in series]
-    _, last_rps, _, last_p99, last_share = series[-1]
-    return (
-        f'<svg width="{width}" height="{height}" class="ft-service-chart">'
-        f"{line(rps, '#1565c0')}{line(p99, '#6a1b9a')}{line(share, '#c62828')}</svg>"
-        f'<div style="font-size:smaller"><span style="color:#1565c0">{last_rps:.0f} req/s</span>'
-        f' · <span style="color:#6a1b9a">p99 {_fmt(last_p99)} ms</span>'
-        f' · <span style="color:#c62828">fallback {last_share:.0%}</span></div>'
-    )
 
 
 class ServiceDashboard:
@@ -231,9 +205,9 @@ class ServiceDashboard:
         self._closed = threading.Event()
         self.view: Any = None
         if widgets:
-            import ipywidgets  # type: ignore[import-untyped]
+            from ft_notebook.widgets._service_view import ServiceDashboardView
 
-            self.view = ipywidgets.HTML()
+            self.view = ServiceDashboardView(MAX_POINTS)
         self._subscription = follow(self._on_event) if follow is not None else None
         self.poll()
         self._thread = threading.Thread(target=self._loop, name="ft-notebook-service", daemon=True)
@@ -248,7 +222,7 @@ class ServiceDashboard:
         with self._lock:
             self.state.apply(status)
             if self.view is not None:
-                self.view.value = self.state.html()
+                self.view.render(self.state)
 
     def _loop(self) -> None:
         while not self._closed.wait(self._period):

@@ -4,6 +4,7 @@ become one sentence each, with the raw text kept as the detail."""
 from __future__ import annotations
 
 import asyncio
+
 import pytest
 from distributed import KilledWorker
 from distributed.comm.core import CommClosedError
