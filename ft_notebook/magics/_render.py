@@ -26,8 +26,20 @@ def saved(info: SnapshotInfo) -> None:
     )
     if info.replay:
         print(f"    kept by replaying their cells: {', '.join(info.replay)}")
-    for name, why in sorted(info.unprotected.items()):
-        print(f"    {name}: NOT protected: {why}")
+    _unprotected(info.unprotected)
+
+
+def _unprotected(why_by_name: dict[str, str]) -> None:
+    """One line per variable a snapshot cannot bring back; a live connection (a Dask
+    client) is no fault of the snapshot, so it is said as what it is, not as an error."""
+    from ft_notebook.session._connections import LIVE_CONNECTION
+
+    for name, why in sorted(why_by_name.items()):
+        print(
+            f"    {name}: {why}"
+            if why.startswith(LIVE_CONNECTION)
+            else f"    {name}: NOT protected: {why}"
+        )
 
 
 def restored(report: RestoreReport) -> None:
@@ -91,5 +103,4 @@ def status(state: dict[str, Any]) -> None:
         )
         if last.replay:
             print(f"    kept by replaying their cells: {', '.join(last.replay)}")
-        for name, why in sorted(last.unprotected.items()):
-            print(f"    {name}: NOT protected: {why}")
+        _unprotected(last.unprotected)

@@ -52,6 +52,22 @@ PACE_S = 15.0
 RESTART_TAGS = ("ft-restart", "ft-restart-during")
 
 
+def leftovers(token: str) -> list[str]:
+    """The processes marked with ``token`` still alive 30 s from now (killed then, so
+    that one test's leak does not fail the next): a cluster the demo did not stop."""
+
+    def alive() -> list[str]:
+        return [f"pid {p.pid}: {p.cmdline[:160]}" for p in _processes.leftovers(token)]
+
+    try:
+        poll_for(lambda: not alive(), timeout=30, what="the demo's processes to exit")
+    except PollTimeout:
+        left = alive()
+        _processes.kill(_processes.leftovers(token))
+        return left
+    return []
+
+
 class DemoPlayer:
     """One demo, its kernel (a fresh one after a crash or restart), and its processes.
 
@@ -176,20 +192,10 @@ class DemoPlayer:
 
     # -- after it
 
-    def leftovers(self) -> list[str]:
-        return [f"pid {p.pid}: {p.cmdline[:160]}" for p in _processes.leftovers(self.token)]
-
     def finish(self) -> list[str]:
-        """Stop the kernel; return the processes of this play still alive 30 s later
-        (killed, so that one test's leak does not fail the next)."""
+        """Stop the kernel; return the processes of this play still alive 30 s later."""
         self.stop()
-        try:
-            poll_for(lambda: not self.leftovers(), timeout=30, what="the demo's processes to exit")
-        except PollTimeout:
-            left = self.leftovers()
-            _processes.kill(_processes.leftovers(self.token))
-            return left
-        return []
+        return leftovers(self.token)
 
     def outputs(self, index: int) -> str:
         """The text a cell showed (its streams and plain-text results)."""
@@ -225,10 +231,12 @@ def test_every_demo_is_tagged_for_a_person_s_pace() -> None:
 @pytest.mark.parametrize("path", ALL, ids=[p.stem for p in ALL])
 def test_demo_notebook_runs_and_survives_its_crash(path: Path, tmp_path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
+    token = uuid.uuid4().hex
     env = dict(
         os.environ,
         JPY_SESSION_NAME=str(tmp_path / path.name),
         DASK_FT_NOTEBOOK__DATA_DIR=str(tmp_path / "data"),
+        **{_processes.MARKER: token},
     )
     kernel = KernelSession(tmp_path / "kernel.log", cwd=tmp_path, env=env).start()
     crashed = False
@@ -257,6 +265,8 @@ def test_demo_notebook_runs_and_survives_its_crash(path: Path, tmp_path: Path) -
             assert set(before) <= set(after)
     finally:
         kernel.shutdown()
+    left = leftovers(token)
+    assert not left, f"{path.stem} left processes running:\n" + "\n".join(left)
 
 
 def _paced(name: str, tmp_path: Path) -> DemoPlayer:

@@ -102,3 +102,49 @@ def test_a_run_resumed_from_its_final_checkpoint_reports_its_last_loss(
     assert again["state"] == "COMPLETED", again
     assert again["resumed_from"] == again["step"] == first["step"] == 8
     assert again["loss"] == first["loss"]  # the last committed step's, read back
+
+
+def test_notebook_friction_in_a_real_kernel(tmp_path: Path) -> None:
+    """The README's own steps in one kernel: the cluster's ``client`` is said once to be
+    a live connection (not "NOT protected ... cannot pickle '_asyncio.Task'" at every
+    save), ``%ft list`` shows ``latest`` once, and a failing ``%%ft checkpoint`` cell's
+    traceback shows the user's failing line, not the library's."""
+    env = dict(os.environ, DASK_FT_NOTEBOOK__DATA_DIR=str(tmp_path / "data"))
+    kernel = KernelSession(tmp_path / "kernel.log", cwd=tmp_path, env=env).start()
+    said = ""
+    try:
+        cells = [
+            "%load_ext ft_notebook\nimport ft_notebook as ft\nx = [1]",
+            "client = ft.cluster(name='friction-ns', workers=1)",
+            "%ft save",
+            "y = 2",
+            "%ft save",
+            "%ft auto on",
+            "x.append(3)",
+            "%ft save kept",
+            "z = 3",
+        ]
+        for code in cells:
+            result = kernel.execute(code, timeout=180).check()
+            said += result.stdout + result.stderr
+        assert said.count("client: a live connection to the Dask scheduler") == 1, said
+        assert "reconnect with `client = ft.cluster()`" in said
+        assert "NOT protected" not in said, said
+        assert "_asyncio" not in said
+        # an auto snapshot commits in the background while the next cell runs
+        listing = kernel.execute("%ft list").check().stdout.splitlines()[1:]
+        assert sorted(row.split()[0] for row in listing) == ["kept", "latest"], listing
+        assert listing[-1].split()[0] == "latest"
+        assert listing[-1].endswith("x, y, z"), listing  # the newest latest, with z
+        failed = kernel.execute(
+            "%%ft checkpoint\nx.append(4)\ndef load():\n    return {}['rows']\nrows = load()"
+        )
+        assert failed.error_name == "KeyError", failed
+        assert "return {}['rows']" in failed.traceback, failed.traceback
+        assert "rows = load()" in failed.traceback
+        assert "Could not get source" not in failed.traceback
+        assert "ft_notebook/" not in failed.traceback, failed.traceback
+        assert kernel.execute("print(x)").check().stdout.strip() == "[1, 3]"  # rolled back
+    finally:
+        kernel.execute("print(ft.down('friction-ns'))", timeout=60)
+        kernel.shutdown()
