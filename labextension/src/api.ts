@@ -13,7 +13,9 @@ import { ServerConnection } from '@jupyterlab/services';
 import type {
   ClusterModel,
   ErrorModel,
+  RunHistoryModel,
   RunModel,
+  ServiceHistoryModel,
   ServiceModel,
   SnapshotModel,
   WorkerStatus
@@ -107,6 +109,18 @@ export class FtApi {
   /** Training runs seen in the event journals, with their newest state. */
   runs(): Promise<RunModel[]> {
     return this.get<RunModel[]>('runs');
+  }
+
+  /** A run with why it is in its state and its progress over time (for plots). */
+  runHistory(run: string): Promise<RunHistoryModel> {
+    return this.get<RunHistoryModel>(`runs/${encodeURIComponent(run)}/history`);
+  }
+
+  /** A service with its tier and traffic over time (for plots). */
+  serviceHistory(cluster: string, service: string): Promise<ServiceHistoryModel> {
+    return this.get<ServiceHistoryModel>(`services/${encodeURIComponent(service)}/history`, {
+      cluster
+    });
   }
 
   /** The snapshots of the open notebook at API path `path` (e.g. `work/a.ipynb`). */

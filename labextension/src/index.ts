@@ -17,6 +17,7 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 
 import { FtApi } from './api';
 import { CommandIDs, registerCommands } from './commands';
+import { DashboardCommandIDs, registerDashboards } from './dashboards';
 import { PANEL_ID, ResiliencePanel } from './panel';
 import { Poller } from './polling';
 import { fetchResilience, IResilience } from './state';
@@ -54,12 +55,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       actions: {
         snapshot: () => void app.commands.execute(CommandIDs.snapshot),
         restore: name => void app.commands.execute(CommandIDs.restore, name ? { snapshot: name } : {}),
-        openDashboard: run => void app.commands.execute(CommandIDs.openDashboard, { run })
+        openDashboard: run => void app.commands.execute(CommandIDs.openDashboard, { run }),
+        openRunDashboard: run => void app.commands.execute(DashboardCommandIDs.openRun, { run }),
+        openServiceDashboard: (cluster, service) =>
+          void app.commands.execute(DashboardCommandIDs.openService, { cluster, service })
       },
       snapshotDisabledReason: () => snapshotDisabledReason(tracker)
     });
     app.shell.add(panel, 'left', { rank: 600 });
     restorer?.add(panel, PANEL_ID);
+
+    registerDashboards(app, { api, palette, restorer });
 
     registerCommands(app, {
       tracker,

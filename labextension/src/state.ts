@@ -11,7 +11,9 @@ import { ApiError, FtApi } from './api';
 import type {
   ClusterModel,
   KernelUsageModel,
+  RunHistoryModel,
   RunModel,
+  ServiceHistoryModel,
   ServiceModel,
   SnapshotModel,
   WorkerStatus
@@ -44,6 +46,50 @@ export interface IResilience {
   snapshots: ISnapshotsView | null;
   /** The memory of the active notebook's kernel; null without one, or unread. */
   kernel?: KernelUsageModel | null;
+  /** The plotted runs' histories, by run name (see `plottedRuns`); one that failed is absent. */
+  runHistories?: Record<string, RunHistoryModel>;
+  /** Every service's history, by `cluster/service`; one that failed is absent. */
+  serviceHistories?: Record<string, ServiceHistoryModel>;
+}
+
+/** Finished runs plotted in the panel, beside every active one (the newest first). */
+export const PLOTTED_FINISHED_RUNS = 3;
+
+/** The runs whose history the panel plots: the unfinished, and the newest finished. */
+export function plottedRuns(runs: RunModel[]): RunModel[] {
+  const unfinished = (run: RunModel) =>
+    !run.cluster_gone && run.state !== null && !['COMPLETED', 'FAILED', 'CANCELLED'].includes(run.state);
+  const newestFirst = [...runs].sort((a, b) => b.updated - a.updated);
+  const finished = newestFirst.filter(run => !unfinished(run)).slice(0, PLOTTED_FINISHED_RUNS);
+  return [...newestFirst.filter(unfinished), ...finished];
+}
+
+/** The histories of the plotted runs and of every service, those that answered. */
+async function fetchHistories(
+  api: FtApi,
+  runs: RunModel[],
+  clusters: IClusterView[]
+): Promise<Pick<IResilience, 'runHistories' | 'serviceHistories'>> {
+  const none = () => null;
+  const [runHistories, serviceHistories] = await Promise.all([
+    Promise.all(plottedRuns(runs).map(run => api.runHistory(run.name).catch(none))),
+    Promise.all(
+      servicesOf(clusters).map(svc => api.serviceHistory(svc.cluster, svc.name).catch(none))
+    )
+  ]);
+  const byRun: Record<string, RunHistoryModel> = {};
+  for (const history of runHistories) {
+    if (history !== null) {
+      byRun[history.run.name] = history;
+    }
+  }
+  const byService: Record<string, ServiceHistoryModel> = {};
+  for (const history of serviceHistories) {
+    if (history !== null) {
+      byService[`${history.service.cluster}/${history.service.name}`] = history;
+    }
+  }
+  return { runHistories: byRun, serviceHistories: byService };
 }
 
 /** What the renderers get: the newest data and the newest error, if any. */
@@ -89,7 +135,9 @@ export async function fetchResilience(
     kernelId === null ? null : api.kernelUsage(kernelId).catch(() => null)
   ]);
   const views = await Promise.all(clusters.map(cluster => fetchCluster(api, cluster)));
-  return { clusters: views, runs, snapshots, kernel };
+  // a plot that could not be fetched costs the panel that plot, not the poll
+  const histories = await fetchHistories(api, runs, views);
+  return { clusters: views, runs, snapshots, kernel, ...histories };
 }
 
 async function fetchCluster(api: FtApi, cluster: ClusterModel): Promise<IClusterView> {

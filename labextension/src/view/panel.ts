@@ -19,6 +19,9 @@ export type MessageKind = 'loading' | 'no-server' | 'empty' | 'error';
 /** What the panel's buttons do. */
 export interface IPanelActions extends ISnapshotActions {
   openDashboard(run: string): void;
+  /** Open a run's or a service's dashboard in a main-area tab. */
+  openRunDashboard?(run: string): void;
+  openServiceDashboard?(cluster: string, service: string): void;
 }
 
 /** The text users see when no cluster and no run is there. */
@@ -58,10 +61,21 @@ export function renderPanel(view: IViewState, nowMs: number, actions: IPanelActi
   }
   const services = servicesOf(data.clusters);
   if (services.length > 0) {
-    root.append(renderServices(services));
+    root.append(
+      renderServices(services, {
+        histories: data.serviceHistories,
+        openDocked: actions.openServiceDashboard?.bind(actions),
+        nowMs
+      })
+    );
   }
   if (data.runs.length > 0) {
-    root.append(renderRuns(data.runs, nowMs, actions.openDashboard));
+    root.append(
+      renderRuns(data.runs, nowMs, actions.openDashboard, {
+        histories: data.runHistories,
+        openDocked: actions.openRunDashboard?.bind(actions)
+      })
+    );
   }
   root.append(renderSnapshots(data.snapshots, nowMs, actions));
   return root;

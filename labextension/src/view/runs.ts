@@ -4,7 +4,8 @@
  * and every recovery with its cause, RTO and steps lost.
  */
 import { formatAge, formatLoss, formatRto, secondsSince } from '../format';
-import type { RecoveryModel, RunModel } from '../models';
+import { renderPlots, runPlotSpecs } from '../history';
+import type { RecoveryModel, RunHistoryModel, RunModel } from '../models';
 import { isActiveRun } from '../status';
 import { button, h, modClass } from './dom';
 
@@ -19,12 +20,13 @@ export const RECENT_FINISHED_RUNS = 3;
 export function renderRuns(
   runs: RunModel[],
   nowMs: number,
-  openDashboard: (run: string) => void
+  openDashboard: (run: string) => void,
+  plots: IRunPlots = {}
 ): HTMLElement {
   const newestFirst = [...runs].sort((a, b) => b.updated - a.updated);
   const active = newestFirst.filter(isActiveRun);
   const finished = newestFirst.filter(run => !isActiveRun(run));
-  const row = (run: RunModel) => renderRun(run, nowMs, openDashboard);
+  const row = (run: RunModel) => renderRun(run, nowMs, openDashboard, plots);
   const older = finished.slice(RECENT_FINISHED_RUNS);
   return h(
     'div',
@@ -59,12 +61,26 @@ export function shownState(run: RunModel): string {
   return run.state ?? UNKNOWN;
 }
 
-/** One `.jp-ft-run`; its Dashboard button calls `openDashboard(run.name)`. */
+/** The plots of the runs that have a history, and what docks a run's dashboard. */
+export interface IRunPlots {
+  histories?: Record<string, RunHistoryModel>;
+  /** Open the run's dashboard in a main-area tab; no button without it. */
+  openDocked?: (run: string) => void;
+}
+
+/**
+ * One `.jp-ft-run`; its Dashboard button calls `openDashboard(run.name)` (a notebook
+ * cell), its Open plots button `plots.openDocked(run.name)` (a main-area tab); with a
+ * history, loss and samples/s by step below it.
+ */
 export function renderRun(
   run: RunModel,
   nowMs: number,
-  openDashboard: (run: string) => void
+  openDashboard: (run: string) => void,
+  plots: IRunPlots = {}
 ): HTMLElement {
+  const history = plots.histories?.[run.name];
+  const openDocked = plots.openDocked;
   const state = shownState(run);
   const health = run.cluster_gone ? 'LOST' : (run.health ?? UNKNOWN);
   return h(
@@ -81,7 +97,9 @@ export function renderRun(
       h('span', { class: 'jp-ft-run-name' }, run.name),
       h('span', { class: `jp-ft-badge jp-ft-run-state ${modClass(state)}` }, state),
       h('span', { class: `jp-ft-badge jp-ft-run-health ${modClass(health)}` }, health),
-      button('Dashboard', 'jp-ft-dashboard', () => openDashboard(run.name))
+      button('Dashboard', 'jp-ft-dashboard', () => openDashboard(run.name)),
+      openDocked !== undefined &&
+        button('Open plots', 'jp-ft-open-run-dashboard', () => openDocked(run.name))
     ),
     h(
       'div',
@@ -93,6 +111,8 @@ export function renderRun(
       renderCheckpointAge(run, nowMs)
     ),
     progressBar(run),
+    history !== undefined &&
+      h('div', { class: 'jp-ft-run-plots' }, ...renderPlots(runPlotSpecs(history, true))),
     run.recoveries.length > 0 &&
       h('ul', { class: 'jp-ft-recoveries' }, ...run.recoveries.map(renderRecovery))
   );
