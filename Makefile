@@ -68,9 +68,13 @@ chromium:
 	    (apt-get update >/dev/null 2>&1 && apt-get install -y chromium >/dev/null 2>&1); \
 	  else echo "Chromium is missing: the browser tests will be skipped (apt-get install chromium)"; fi
 
+# The suite mostly waits (clusters forming, kernels starting, browsers loading): three
+# pytest-xdist workers fill two cores. --dist loadfile keeps a file on one worker, so a
+# module's shared cluster starts once and a file's tests never race each other.
+TEST_WORKERS ?= 3
 test: labextension chromium $(MANAGERS)/.installed
 	cd labextension && jlpm lint && jlpm test
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 demo: install
 	$(PY) demos/train_with_failure.py

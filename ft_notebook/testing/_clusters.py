@@ -41,7 +41,7 @@ def training_cluster(
     heartbeat: str = "200ms",
     env: dict[str, str] | None = None,
     silence_logs: int = 40,
-    worker_start: str = "spawn",
+    worker_start: str = "forkserver",
 ) -> Iterator[Any]:
     """A LocalCluster for training drills; yield a Client to it with our plugins on.
 
@@ -52,11 +52,13 @@ def training_cluster(
     the nanny of a worker still gone 15 s after a removal, and that check can land
     while a later kill of the same worker is restarting.
 
-    ``worker_start``: "spawn" (Dask's default: a new interpreter per worker, which
-    imports torch again) or "forkserver" (forks of a server with torch imported, as
-    ``ft.cluster()`` starts them; see :mod:`ft_notebook.cluster.forkserver`). The
-    setting holds while the cluster lives, for its restarts; the server, once started,
-    stays for the rest of this process.
+    ``worker_start``: "forkserver" (forks of a server with torch imported, as
+    ``ft.cluster()`` starts them, so a killed worker is back within about 0.1 s; see
+    :mod:`ft_notebook.cluster.forkserver`) or "spawn" (Dask's default: a new
+    interpreter per worker, which imports torch again, 2 s or more). The setting holds
+    while the cluster lives, for its restarts; the server, once started, stays for the
+    rest of this process. A script that starts one needs the ``if __name__ ==
+    "__main__":`` guard.
     """
     import dask.config
     from distributed import Client, LocalCluster
