@@ -12,7 +12,9 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import type {
   ClusterModel,
+  ClusterStoppedModel,
   ErrorModel,
+  KernelUsageModel,
   RunHistoryModel,
   RunModel,
   ServiceHistoryModel,
@@ -85,7 +87,7 @@ function parseErrorModel(body: string): ErrorModel | null {
   return null;
 }
 
-/** Typed GETs of the server extension's routes. */
+/** Typed requests to the server extension's routes. */
 export class FtApi {
   constructor(
     private readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()
@@ -128,12 +130,46 @@ export class FtApi {
     return this.get<SnapshotModel[]>('snapshots', { path });
   }
 
-  private async get<T>(route: string, query: Record<string, string> = {}): Promise<T> {
+  /** Start the private cluster `name` with `workers` workers (takes seconds). */
+  startCluster(name: string, workers: number): Promise<ClusterModel> {
+    return this.request<ClusterModel>('POST', 'clusters', {}, { name, workers });
+  }
+
+  /** Grow or shrink the running cluster `name` to `workers` workers, in place. */
+  scaleCluster(name: string, workers: number): Promise<ClusterModel> {
+    const route = `clusters/${encodeURIComponent(name)}/scale`;
+    return this.request<ClusterModel>('POST', route, {}, { workers });
+  }
+
+  /** Stop the cluster `name`; its processes have exited when this resolves. */
+  stopCluster(name: string): Promise<ClusterStoppedModel> {
+    return this.request<ClusterStoppedModel>('POST', `clusters/${encodeURIComponent(name)}/stop`);
+  }
+
+  /** The resident memory of this server's kernel `kernelId`. */
+  kernelUsage(kernelId: string): Promise<KernelUsageModel> {
+    return this.get<KernelUsageModel>(`kernels/${encodeURIComponent(kernelId)}/usage`);
+  }
+
+  private get<T>(route: string, query: Record<string, string> = {}): Promise<T> {
+    return this.request<T>('GET', route, query);
+  }
+
+  private async request<T>(
+    method: 'GET' | 'POST',
+    route: string,
+    query: Record<string, string> = {},
+    body?: unknown
+  ): Promise<T> {
     const url =
       URLExt.join(this.settings.baseUrl, API_PATH, route) + URLExt.objectToQueryString(query);
+    const init: RequestInit = { method };
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+    }
     let response: Response;
     try {
-      response = await ServerConnection.makeRequest(url, { method: 'GET' }, this.settings);
+      response = await ServerConnection.makeRequest(url, init, this.settings);
     } catch (error) {
       throw new ApiError(
         'network',
@@ -141,16 +177,16 @@ export class FtApi {
           'running, then reload the page.'
       );
     }
-    const body = await response.text();
+    const text = await response.text();
     if (!response.ok) {
-      throw errorFromResponse(route, response.status, body);
+      throw errorFromResponse(route, response.status, text);
     }
     try {
-      return JSON.parse(body) as T;
+      return JSON.parse(text) as T;
     } catch {
       throw new ApiError(
         'http',
-        `The server answered GET ${API_PATH}/${route} with something that is not JSON ` +
+        `The server answered ${method} ${API_PATH}/${route} with something that is not JSON ` +
           '(a login page of a proxy?). Reload the page and log in again.'
       );
     }

@@ -16,12 +16,14 @@ import { INotebookTracker } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 
 import { FtApi } from './api';
+import { ClusterControls } from './clustercontrols';
 import { CommandIDs, registerCommands } from './commands';
 import { DashboardCommandIDs, registerDashboards } from './dashboards';
+import { RunDismissals } from './dismissals';
 import { PANEL_ID, ResiliencePanel } from './panel';
 import { Poller } from './polling';
 import { fetchResilience, IResilience } from './state';
-import { ResilienceStatus, STATUS_ITEM_ID } from './statusbar';
+import { MEMORY_ITEM_ID, MemoryStatus, ResilienceStatus, STATUS_ITEM_ID } from './statusbar';
 
 /** Why the snapshot buttons are disabled, or null when a notebook has a kernel. */
 function snapshotDisabledReason(tracker: INotebookTracker | null): string | null {
@@ -47,8 +49,18 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const api = new FtApi(app.serviceManager.serverSettings);
     const poller = new Poller<IResilience>({
       // localPath: without a drive prefix (e.g. "RTC:"), as the kernel's path has it
-      fetch: () => fetchResilience(api, tracker?.currentWidget?.context.localPath ?? null)
+      fetch: () =>
+        fetchResilience(
+          api,
+          tracker?.currentWidget?.context.localPath ?? null,
+          tracker?.currentWidget?.sessionContext.session?.kernel?.id ?? null
+        )
     });
+    const clusterControls = new ClusterControls(api, app.serviceManager.serverSettings.baseUrl, () => {
+      panel.update();
+      void poller.refresh();
+    });
+    const runDismissals = new RunDismissals(window.localStorage, () => panel.update());
 
     const panel = new ResiliencePanel({
       poller,
@@ -56,6 +68,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
         snapshot: () => void app.commands.execute(CommandIDs.snapshot),
         restore: name => void app.commands.execute(CommandIDs.restore, name ? { snapshot: name } : {}),
         openDashboard: run => void app.commands.execute(CommandIDs.openDashboard, { run }),
+        clusters: clusterControls,
+        runs: runDismissals,
         openRunDashboard: run => void app.commands.execute(DashboardCommandIDs.openRun, { run }),
         openServiceDashboard: (cluster, service) =>
           void app.commands.execute(DashboardCommandIDs.openService, { cluster, service })
@@ -81,6 +95,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
       });
       item.id = 'ft-notebook-status';
       statusBar.registerStatusItem(STATUS_ITEM_ID, { item, align: 'left', rank: 10 });
+      const memory = new MemoryStatus(poller);
+      memory.id = 'ft-notebook-memory';
+      statusBar.registerStatusItem(MEMORY_ITEM_ID, { item: memory, align: 'left', rank: 11 });
     }
 
     if (tracker) {

@@ -1,8 +1,9 @@
 /**
- * Pure helpers for the fault-tolerance status indicator: from the fetched state to the
- * counts, the kind (`ok`, `degraded`, `none`, `error`) and the text of the status bar.
+ * Pure helpers for the status bar: from the fetched state to the fault-tolerance
+ * counts, the kind (`ok`, `degraded`, `none`, `error`) and the text of the status item,
+ * and to the memory item (`kernel 412.0 MB · cluster 3 workers 1.6 GB`).
  */
-import { formatAge, secondsSince } from './format';
+import { formatAge, formatBytes, secondsSince } from './format';
 import type { RunModel, RunState, ServiceModel } from './models';
 import { type IViewState, servicesOf } from './state';
 
@@ -150,4 +151,50 @@ function runsKind(active: RunModel[]): 'ok' | 'degraded' {
 function newestCheckpointTime(runs: RunModel[]): number | null {
   const times = runs.map(r => r.checkpoint_time).filter((t): t is number => t !== null);
   return times.length === 0 ? null : Math.max(...times);
+}
+
+/** What the memory item shows; null hides it (no kernel and no cluster). */
+export interface IMemorySummary {
+  text: string;
+  title: string;
+  /** Bytes resident in the active notebook's kernel, or null without a reading. */
+  kernelRss: number | null;
+  /** Workers over all clusters, and the bytes resident in those that reported. */
+  workers: number;
+  clusterRss: number;
+}
+
+/**
+ * The memory of the active notebook's kernel beside its clusters' workers', e.g.
+ * `kernel 412.0 MB · cluster 3 workers 1.6 GB`; null when there is neither.
+ */
+export function summarizeMemory(view: IViewState): IMemorySummary | null {
+  const data = view.data;
+  if (data === null) {
+    return null;
+  }
+  const kernelRss = data.kernel?.rss ?? null;
+  let workers = 0;
+  let clusterRss = 0;
+  for (const cluster of data.clusters) {
+    const listed = cluster.workers ?? [];
+    workers += cluster.workers === null ? Object.keys(cluster.cluster.workers).length : listed.length;
+    clusterRss += listed.reduce((sum, w) => sum + (w.rss ?? 0), 0);
+  }
+  if (kernelRss === null && data.clusters.length === 0) {
+    return null;
+  }
+  const parts: string[] = [];
+  const titles: string[] = [];
+  if (kernelRss !== null) {
+    parts.push(`kernel ${formatBytes(kernelRss)}`);
+    titles.push(`The active notebook's kernel (pid ${data.kernel?.pid}) holds ${formatBytes(kernelRss)}.`);
+  }
+  if (data.clusters.length > 0) {
+    parts.push(`cluster ${workers} worker${workers === 1 ? '' : 's'} ${formatBytes(clusterRss)}`);
+    titles.push(
+      `${workers} worker(s) over ${data.clusters.length} cluster(s) hold ${formatBytes(clusterRss)}.`
+    );
+  }
+  return { text: parts.join(' · '), title: titles.join(' '), kernelRss, workers, clusterRss };
 }

@@ -193,7 +193,10 @@ describe('runs', () => {
       run({ name: `done-${i}`, state: 'COMPLETED', updated: 100 + i })
     );
     const el = renderRuns([...finished, run({ name: 'live', updated: 1 })], NOW_MS, vi.fn());
-    const shown = Array.from(el.querySelectorAll<HTMLElement>(':scope > .jp-ft-run'));
+    // finished runs are one-line <details> around their row
+    const shown = Array.from(
+      el.querySelectorAll<HTMLElement>(':scope > .jp-ft-run, :scope > .jp-ft-run-finished')
+    );
     expect(shown.map(r => r.dataset.run)).toEqual(['live', 'done-4', 'done-3', 'done-2']);
     const older = el.querySelector<HTMLDetailsElement>('details.jp-ft-runs-older');
     expect(older?.open).toBe(false);

@@ -1,31 +1,68 @@
 /**
  * Clusters as a grid of worker tiles: one tile per worker, its state as `data-state`
- * and as a `jp-ft-mod-<state>` class, so lost and hung workers stand out.
+ * and as a `jp-ft-mod-<state>` class, so lost and hung workers stand out. The section
+ * starts a cluster, and each cluster scales (− / +) and stops; its Dask dashboard link
+ * goes through the Jupyter server (jupyter-server-proxy), behind Jupyter's login.
  */
+import { URLExt } from '@jupyterlab/coreutils';
+
 import { formatAge, formatBytes } from '../format';
 import type { WorkerStatus } from '../models';
 import type { IClusterView } from '../state';
-import { h, modClass } from './dom';
+import { button, h, modClass } from './dom';
+
+/** What the cluster buttons do (they ask first where it matters). */
+export interface IClusterActions {
+  /** The Jupyter server's base URL, e.g. `/` or `/user/ada/`. */
+  baseUrl: string;
+  /** Ask for a name and a number of workers, then start that cluster. */
+  start(): void;
+  scale(name: string, workers: number): void;
+  /** Ask for confirmation, then stop the cluster. */
+  stop(name: string): void;
+  /** What is under way for the cluster `name` (e.g. `Stopping…`), or null. */
+  busy(name: string): string | null;
+  /** `Starting NAME…` while a start is under way, else null. */
+  starting(): string | null;
+}
+
+/** The `.jp-ft-clusters` section: a "Start cluster" button, then every cluster. */
+export function renderClusters(views: IClusterView[], actions: IClusterActions): HTMLElement {
+  const starting = actions.starting();
+  return h(
+    'div',
+    { class: 'jp-ft-clusters' },
+    h(
+      'div',
+      { class: 'jp-ft-section-title jp-ft-clusters-title' },
+      'Clusters',
+      button(starting ?? 'Start cluster…', 'jp-ft-cluster-start', () => actions.start(), starting)
+    ),
+    ...views.map(view => renderCluster(view, actions))
+  );
+}
 
 /** One `.jp-ft-cluster` with its tiles, or with the error its `workers` call gave. */
-export function renderCluster(view: IClusterView): HTMLElement {
+export function renderCluster(view: IClusterView, actions: IClusterActions | null = null): HTMLElement {
   const { cluster } = view;
+  const dashboard = dashboardUrl(cluster.dashboard, actions?.baseUrl ?? null);
   const header = h(
     'div',
     { class: 'jp-ft-cluster-header' },
     h('span', { class: 'jp-ft-cluster-name' }, cluster.name),
     h('span', { class: 'jp-ft-cluster-address' }, cluster.address),
-    isWebUrl(cluster.dashboard) &&
+    dashboard !== null &&
       h(
         'a',
         {
           class: 'jp-ft-cluster-dashboard',
-          href: cluster.dashboard as string,
+          href: dashboard,
           target: '_blank',
           rel: 'noopener noreferrer'
         },
         'Dask dashboard'
-      )
+      ),
+    actions !== null && renderControls(view, actions)
   );
   let body: HTMLElement;
   if (view.workers === null) {
@@ -109,4 +146,42 @@ export function isWebUrl(url: string | null): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * `− N workers +` and Stop for one cluster. A GPU cluster has one worker per GPU, so
+ * it only stops; while an action is under way its buttons wait, saying which.
+ */
+export function renderControls(view: IClusterView, actions: IClusterActions): HTMLElement {
+  const { cluster } = view;
+  const count = Object.keys(cluster.workers).length;
+  const busy = actions.busy(cluster.name);
+  const gpu = cluster.gpus.length > 0 ? 'A GPU cluster runs one worker per GPU.' : null;
+  return h(
+    'span',
+    { class: 'jp-ft-cluster-controls', 'data-busy': busy },
+    button('−', 'jp-ft-cluster-scale-down', () => actions.scale(cluster.name, count - 1),
+      busy ?? gpu ?? (count <= 1 ? 'A cluster keeps at least one worker; Stop ends it.' : null)),
+    h('span', { class: 'jp-ft-cluster-count', 'data-workers': count }, `${count} worker${count === 1 ? '' : 's'}`),
+    button('+', 'jp-ft-cluster-scale-up', () => actions.scale(cluster.name, count + 1), busy ?? gpu),
+    button(busy ?? 'Stop', 'jp-ft-cluster-stop', () => actions.stop(cluster.name), busy)
+  );
+}
+
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]']);
+
+/**
+ * Where the dashboard link points: a dashboard on this machine's loopback through the
+ * Jupyter server (`<baseUrl>proxy/<port>/status`, behind its login), any other web
+ * URL as it is, and nothing for a missing one or another scheme (`javascript:`).
+ */
+export function dashboardUrl(url: string | null, baseUrl: string | null): string | null {
+  if (!isWebUrl(url)) {
+    return null;
+  }
+  const parsed = new URL(url as string);
+  if (baseUrl === null || !LOOPBACK.has(parsed.hostname) || !parsed.port) {
+    return url;
+  }
+  return URLExt.join(baseUrl, 'proxy', parsed.port, parsed.pathname) + parsed.search;
 }

@@ -7,9 +7,9 @@
  */
 import type { ApiError } from '../api';
 import { type IViewState, servicesOf } from '../state';
-import { renderCluster } from './clusters';
+import { IClusterActions, renderCluster, renderClusters } from './clusters';
 import { h } from './dom';
-import { renderRuns } from './runs';
+import { IRunDismissal, renderRuns } from './runs';
 import { renderServices } from './services';
 import { ISnapshotActions, renderSnapshots } from './snapshots';
 
@@ -22,6 +22,10 @@ export interface IPanelActions extends ISnapshotActions {
   /** Open a run's or a service's dashboard in a main-area tab. */
   openRunDashboard?(run: string): void;
   openServiceDashboard?(cluster: string, service: string): void;
+  /** Start, scale and stop clusters; without them the clusters only show. */
+  clusters?: IClusterActions;
+  /** Finished runs the user dismissed; without it every run shows. */
+  runs?: IRunDismissal;
 }
 
 /** The text users see when no cluster and no run is there. */
@@ -49,13 +53,16 @@ export function renderPanel(view: IViewState, nowMs: number, actions: IPanelActi
   if (data.clusters.length === 0 && data.runs.length === 0) {
     root.append(renderMessage('empty', EMPTY_MESSAGE));
   }
-  if (data.clusters.length > 0) {
+  if (actions.clusters) {
+    // always there: it is where a cluster starts
+    root.append(renderClusters(data.clusters, actions.clusters));
+  } else if (data.clusters.length > 0) {
     root.append(
       h(
         'div',
         { class: 'jp-ft-clusters' },
         h('div', { class: 'jp-ft-section-title' }, 'Clusters'),
-        ...data.clusters.map(renderCluster)
+        ...data.clusters.map(view => renderCluster(view))
       )
     );
   }
@@ -71,10 +78,16 @@ export function renderPanel(view: IViewState, nowMs: number, actions: IPanelActi
   }
   if (data.runs.length > 0) {
     root.append(
-      renderRuns(data.runs, nowMs, actions.openDashboard, {
-        histories: data.runHistories,
-        openDocked: actions.openRunDashboard?.bind(actions)
-      })
+      renderRuns(
+        data.runs,
+        nowMs,
+        actions.openDashboard,
+        {
+          histories: data.runHistories,
+          openDocked: actions.openRunDashboard?.bind(actions)
+        },
+        actions.runs ?? null
+      )
     );
   }
   root.append(renderSnapshots(data.snapshots, nowMs, actions));

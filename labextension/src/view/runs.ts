@@ -12,35 +12,94 @@ import { button, h, modClass } from './dom';
 /** Finished runs shown before the rest fold into "N older runs". */
 export const RECENT_FINISHED_RUNS = 3;
 
+/** Which finished runs the user dismissed from the panel (they stay in their journals). */
+export interface IRunDismissal {
+  isDismissed(run: RunModel): boolean;
+  dismiss(run: RunModel): void;
+  /** Show every dismissed run again. */
+  restoreAll(): void;
+}
+
 /**
- * The `.jp-ft-runs` section: active runs first, then the newest finished ones; older
- * finished runs fold into a closed `<details class="jp-ft-runs-older">`, so journals
- * full of past runs do not push the live ones out of sight.
+ * The `.jp-ft-runs` section: active runs first, then the newest finished ones, each
+ * collapsed to one line (`<details class="jp-ft-run-finished">`) with a dismiss ×;
+ * older finished runs fold into a closed `<details class="jp-ft-runs-older">`, and
+ * dismissed ones are left out, so journals full of past runs do not push the live
+ * ones and the snapshots out of sight.
  */
 export function renderRuns(
   runs: RunModel[],
   nowMs: number,
   openDashboard: (run: string) => void,
-  plots: IRunPlots = {}
+  plots: IRunPlots = {},
+  dismissal: IRunDismissal | null = null
 ): HTMLElement {
   const newestFirst = [...runs].sort((a, b) => b.updated - a.updated);
   const active = newestFirst.filter(isActiveRun);
-  const finished = newestFirst.filter(run => !isActiveRun(run));
+  const ended = newestFirst.filter(run => !isActiveRun(run));
+  const finished = ended.filter(run => !dismissal?.isDismissed(run));
+  const dismissed = ended.length - finished.length;
   const row = (run: RunModel) => renderRun(run, nowMs, openDashboard, plots);
+  const line = (run: RunModel) => renderFinishedRun(run, row(run), dismissal);
   const older = finished.slice(RECENT_FINISHED_RUNS);
   return h(
     'div',
     { class: 'jp-ft-runs' },
     h('div', { class: 'jp-ft-section-title' }, 'Runs'),
     ...active.map(row),
-    ...finished.slice(0, RECENT_FINISHED_RUNS).map(row),
+    ...finished.slice(0, RECENT_FINISHED_RUNS).map(line),
     older.length > 0 &&
       h(
         'details',
         { class: 'jp-ft-runs-older' },
         h('summary', {}, `${older.length} older run${older.length === 1 ? '' : 's'}`),
-        ...older.map(row)
+        ...older.map(line)
+      ),
+    dismissal !== null &&
+      dismissed > 0 &&
+      button(
+        `Show ${dismissed} dismissed run${dismissed === 1 ? '' : 's'}`,
+        'jp-ft-runs-undismiss',
+        () => dismissal.restoreAll()
       )
+  );
+}
+
+/**
+ * A finished, failed or cancelled run as one line (name, state, progress, ×) that
+ * opens to its `full` row. Its class names the run, so that the panel keeps it open
+ * across polls.
+ */
+export function renderFinishedRun(
+  run: RunModel,
+  full: HTMLElement,
+  dismissal: IRunDismissal | null
+): HTMLElement {
+  const state = shownState(run);
+  const dismiss = dismissal && button('×', 'jp-ft-run-dismiss', () => dismissal.dismiss(run));
+  if (dismiss) {
+    dismiss.title = 'Dismiss: hide this finished run from the panel (its journal stays).';
+    dismiss.setAttribute('aria-label', `Dismiss run ${run.name}`);
+    // a click on the × must not open the row it sits in
+    dismiss.addEventListener('click', event => event.preventDefault());
+  }
+  const key = run.name.toLowerCase().replace(/[^a-z0-9-]/g, '-');
+  return h(
+    'details',
+    {
+      class: `jp-ft-run-finished jp-ft-run-finished--${key}`,
+      'data-run': run.name,
+      'data-state': state
+    },
+    h(
+      'summary',
+      { class: 'jp-ft-run-line' },
+      h('span', { class: 'jp-ft-run-name' }, run.name),
+      h('span', { class: `jp-ft-badge jp-ft-run-state ${modClass(state)}` }, state),
+      h('span', { class: 'jp-ft-run-line-progress' }, progressText(run)),
+      dismiss
+    ),
+    full
   );
 }
 

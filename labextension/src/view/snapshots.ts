@@ -79,6 +79,18 @@ export function renderSnapshots(
   );
 }
 
+/** Variable names a snapshot row spells out before `+N more`. */
+export const SHOWN_VARIABLES = 4;
+
+/** `model, opt, df, step +3 more`: the first names of a snapshot, then how many more. */
+export function variablesText(variables: string[], shown: number = SHOWN_VARIABLES): string {
+  if (variables.length === 0) {
+    return 'no variables';
+  }
+  const more = variables.length - shown;
+  return variables.slice(0, shown).join(', ') + (more > 0 ? ` +${more} more` : '');
+}
+
 /** One `.jp-ft-snapshot`: name, when, after which cell, size, variables. */
 export function renderSnapshot(
   snapshot: SnapshotModel,
@@ -100,6 +112,16 @@ export function renderSnapshot(
       { class: 'jp-ft-snapshot-meta' },
       `${formatAge(secondsSince(snapshot.time, nowMs))} ago · cell ${snapshot.cell} · ` +
         `${variables} variable${variables === 1 ? '' : 's'} · ${formatBytes(snapshot.size)}`
+    ),
+    // the names, cut short (and ellipsised by CSS); the tooltip lists them all
+    h(
+      'span',
+      {
+        class: 'jp-ft-snapshot-variables',
+        title: snapshot.variables.join(', ') || 'no variables',
+        'data-count': variables
+      },
+      variablesText(snapshot.variables)
     ),
     button(
       'Restore',
