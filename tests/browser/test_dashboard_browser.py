@@ -1,7 +1,8 @@
 """The dashboard in a real JupyterLab, in a real Chromium: a notebook trains, a worker
 is killed, and the page shows the worker's tile go LOST and back and the badge go
-DEGRADED and back to HEALTHY. Screenshots are kept (``FT_SCREENSHOTS``, by default
-``.screenshots/`` at the repository root); look at them."""
+DEGRADED and back to HEALTHY; the loss chart has labelled axes, a log loss axis and a
+legend of its marks, and the progress line is not cut off. Screenshots are kept
+(``FT_SCREENSHOTS``, by default ``.screenshots/`` at the repository root); look at them."""
 
 from __future__ import annotations
 
@@ -43,6 +44,33 @@ run = ft.fit(epochs=40, cluster=client, name=os.environ["FT_TEST_RUN"],
 kill_worker(client, info["members"][-1])
 run.wait(timeout=300)""",
 ]
+
+
+#: The page's bokeh figures (BokehJS's index of root views): axis labels (x, then y),
+#: the y scale, and the labels of the visible legend items.
+CHARTS = """() => {
+    const label = (l) => typeof l === "string" ? l : (l && (l.value ?? l.field));
+    const figures = Object.values(window.Bokeh ? window.Bokeh.index : {})
+        .map((view) => view.model).filter((m) => m && m.y_scale !== undefined);
+    return figures.map((f) => ({
+        axes: [...f.below, ...f.left].filter((a) => "axis_label" in a).map((a) => a.axis_label),
+        y_scale: f.y_scale.constructor.__name__,
+        legend: [...f.right, ...f.below, ...f.center].filter((a) => a.items !== undefined)
+            .flatMap((l) => l.items.filter((i) => i.visible).map((i) => label(i.label))),
+    }));
+}"""
+#: Where the progress line is drawn, against the box of the widget that holds it.
+PROGRESS = """() => {
+    const span = document.querySelector(".ft-progress");
+    if (!span) return null;
+    const box = span.closest(".jupyter-widget-html, .widget-html") || span.parentElement;
+    const s = span.getBoundingClientRect(), b = box.getBoundingClientRect();
+    return {
+        text: span.innerText,
+        inside: s.left >= b.left - 1 && s.right <= b.right + 1 && s.bottom <= b.bottom + 1,
+        span: [s.left, s.right, s.bottom], box: [b.left, b.right, b.bottom],
+    };
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +129,8 @@ def test_the_page_shows_the_tile_and_the_badge_change(lab: Lab, unique_name: str
             time.sleep(0.05)
         page.wait_for_timeout(1500)  # the chart's last points
         screenshot(page, "dashboard-3-completed")
+        charts = page.evaluate(CHARTS)
+        progress = page.evaluate(PROGRESS)
         # the Resilience panel lists the run, finished, with its recovery and RTO
         page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:open-panel')")
         run_row = f'.jp-ft-run[data-run="{unique_name}"][data-state="COMPLETED"]'
@@ -114,3 +144,14 @@ def test_the_page_shows_the_tile_and_the_badge_change(lab: Lab, unique_name: str
     assert "DEGRADED" in seen["badge"], seen
     assert "HEALTHY" in seen["badge"][seen["badge"].index("DEGRADED") :], seen
     assert rto.startswith("RTO "), rto
+    # the loss chart as BokehJS holds it in the page: labelled axes, a log loss axis, a
+    # legend of the loss line and of the kinds of mark drawn (a kill and its recovery)
+    (chart,) = charts
+    assert chart["axes"] == ["step", "loss (log scale)"], chart
+    assert chart["y_scale"] == "LogScale", chart
+    assert chart["legend"][:1] == ["loss"], chart
+    assert {"worker lost", "recovered"} <= set(chart["legend"]), chart
+    # the progress line is all inside its widget, wrapped if need be, not cut off
+    assert progress is not None
+    assert progress["text"].startswith("epoch "), progress
+    assert progress["inside"], progress
