@@ -138,6 +138,21 @@ describe('finished runs', () => {
     expect(root.querySelector('.jp-ft-run-dismiss')).toBeNull(); // no dismissal, no ×
   });
 
+  it('the line is the run\'s own row: one .jp-ft-run with its data, header in the summary', () => {
+    const open = vi.fn();
+    const root = renderRuns(runs, NOW_MS, open);
+    const done = root.querySelectorAll<HTMLElement>('.jp-ft-run[data-run="done"]');
+    expect(done).toHaveLength(1);
+    expect(done[0].tagName).toBe('DETAILS');
+    expect([done[0].dataset.state, done[0].dataset.health]).toEqual(['COMPLETED', 'HEALTHY']);
+    const summary = done[0].querySelector('summary')!;
+    expect(summary.querySelector('.jp-ft-run-state')?.textContent).toBe('COMPLETED');
+    expect(done[0].querySelectorAll('.jp-ft-run-header')).toHaveLength(0);
+    summary.querySelector<HTMLButtonElement>('button.jp-ft-dashboard')!.click();
+    expect(open).toHaveBeenCalledWith('done');
+    expect(done[0].querySelector('.jp-ft-run-stats')).not.toBeNull(); // the rest, below
+  });
+
   it('× dismisses one, which stays hidden after a reload; a restore brings them back', () => {
     const storage = new MemoryStorage();
     const changed = vi.fn();

@@ -66,41 +66,44 @@ export function renderRuns(
 }
 
 /**
- * A finished, failed or cancelled run as one line (name, state, progress, ×) that
- * opens to its `full` row. Its class names the run, so that the panel keeps it open
- * across polls.
+ * A finished, failed or cancelled run as one line that opens to the rest of its row:
+ * the row's own header (name, badges, buttons) with its progress and a dismiss × is
+ * the `<summary>`. The `<details>` is the run's `.jp-ft-run`, with its `data-*`, and its
+ * class names the run, so that the panel keeps it open across polls.
  */
 export function renderFinishedRun(
   run: RunModel,
   full: HTMLElement,
   dismissal: IRunDismissal | null
 ): HTMLElement {
-  const state = shownState(run);
   const dismiss = dismissal && button('×', 'jp-ft-run-dismiss', () => dismissal.dismiss(run));
   if (dismiss) {
     dismiss.title = 'Dismiss: hide this finished run from the panel (its journal stays).';
     dismiss.setAttribute('aria-label', `Dismiss run ${run.name}`);
-    // a click on the × must not open the row it sits in
-    dismiss.addEventListener('click', event => event.preventDefault());
   }
   const key = run.name.toLowerCase().replace(/[^a-z0-9-]/g, '-');
-  return h(
-    'details',
-    {
-      class: `jp-ft-run-finished jp-ft-run-finished--${key}`,
-      'data-run': run.name,
-      'data-state': state
-    },
-    h(
-      'summary',
-      { class: 'jp-ft-run-line' },
-      h('span', { class: 'jp-ft-run-name' }, run.name),
-      h('span', { class: `jp-ft-badge jp-ft-run-state ${modClass(state)}` }, state),
-      h('span', { class: 'jp-ft-run-line-progress' }, progressText(run)),
-      dismiss
-    ),
-    full
+  const details = h('details', {});
+  for (const attribute of Array.from(full.attributes)) {
+    details.setAttribute(attribute.name, attribute.value);
+  }
+  details.className = `${full.className} jp-ft-run-finished jp-ft-run-finished--${key}`;
+  const header = full.querySelector(':scope > .jp-ft-run-header');
+  header?.remove();
+  const summary = h(
+    'summary',
+    { class: 'jp-ft-run-line' },
+    ...Array.from(header?.childNodes ?? []),
+    h('span', { class: 'jp-ft-run-line-progress' }, progressText(run)),
+    dismiss
   );
+  // a click on a button of the line (Dashboard, ×) does not open or close it
+  summary.addEventListener('click', event => {
+    if ((event.target as Element | null)?.closest('button')) {
+      event.preventDefault();
+    }
+  });
+  details.append(summary, ...Array.from(full.childNodes));
+  return details;
 }
 
 /** `data-state` / `data-health` of a run the journals gave no value for yet. */
