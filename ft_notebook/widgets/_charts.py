@@ -57,10 +57,20 @@ def _widget(fig: Any) -> Any:
 
 class LossChart:
     """Loss over steps on a log axis (a linear one flattens everything after the first
-    steps), with a vertical line at every failure, recovery and repair."""
+    steps), with a vertical line at every failure, recovery and repair. A loss of 0 or
+    less has no place on a log axis (a loss that may be negative, such as a negative
+    log-likelihood): at the first such point the chart is drawn again on a linear axis,
+    with every point so far."""
 
     def __init__(self) -> None:
         load_bokehjs()
+        import ipywidgets  # type: ignore[import-untyped]
+
+        self.widget = ipywidgets.Box()  # holds the figure; a change of axis swaps it
+        self.log = True
+        self._build()
+
+    def _build(self) -> None:
         from bokeh.models import ColumnDataSource, HoverTool, LinearScale, Range1d
         from bokeh.models.annotations import Legend
         from bokeh.plotting import figure
@@ -70,8 +80,8 @@ class LossChart:
             height=240,
             width=680,
             x_axis_label="step",
-            y_axis_label="loss (log scale)",
-            y_axis_type="log",
+            y_axis_label="loss (log scale)" if self.log else "loss",
+            y_axis_type="log" if self.log else "linear",
             toolbar_location=None,
             tools="",
         )
@@ -102,18 +112,20 @@ class LossChart:
         fig.add_tools(HoverTool(renderers=marks, tooltips=[("step", "@step"), ("", "@label")]))
         fig.add_layout(Legend(items=items, click_policy="hide"), "right")
         self.figure = fig
-        self.widget = _widget(fig)
+        self.widget.children = (_widget(fig),)
         self._points = 0
         self._marks = 0
 
     def update(self, s: DashboardState) -> None:
         new = s.loss[self._points :]
-        if new:
-            # a log axis has no place for 0 or less (a loss that reached 0 exactly)
-            shown = [p for p in new if p[1] > 0 and math.isfinite(p[1])]
-            if shown:
-                self.loss.stream({"step": [p[0] for p in shown], "loss": [p[1] for p in shown]})
-            self._points = len(s.loss)
+        if self.log and any(p[1] <= 0 for p in new):
+            self.log = False
+            self._build()  # points and marks so far are streamed again, below
+            new = s.loss
+        shown = [p for p in new if math.isfinite(p[1])]
+        if shown:
+            self.loss.stream({"step": [p[0] for p in shown], "loss": [p[1] for p in shown]})
+        self._points = len(s.loss)
         for m in s.markers[self._marks :]:
             label = MARK_KINDS.get(m["kind"], OTHER_MARK)[0]
             self.marks[label].stream({"step": [m["step"]], "label": [m["label"]]})

@@ -38,12 +38,11 @@ def _labels(fig: object, visible_only: bool = True) -> list[str]:
     return [i.label["value"] for i in legend.items if i.visible or not visible_only]
 
 
-def _a_run(run: str) -> DashboardState:
+def _a_run(run: str, losses: tuple[float, ...] = (2.0, 0.3, 0.02)) -> DashboardState:
     topic = run_topic(run)
     workers = ({"name": "a", "state": "training"}, {"name": "b", "state": "training"})
-    publish(RunProgress(1, 40, 0, 2, loss=2.0, workers=workers), topic, step=1)
-    publish(RunProgress(2, 40, 0, 2, loss=0.0, workers=workers), topic, step=2)  # exactly 0
-    publish(RunProgress(3, 40, 0, 2, loss=0.02, workers=workers), topic, step=3)
+    for step, loss in enumerate(losses, 1):
+        publish(RunProgress(step, 40, 0, 2, loss=loss, workers=workers), topic, step=step)
     publish(WorkerLost("b", "tcp://b", "process gone or connection closed"), topic, step=3)
     publish(RecoveryCompleted("b: process gone", 0.2, 0, 2, 1), topic, step=3)
     state = DashboardState(run=run)
@@ -66,11 +65,28 @@ def test_the_loss_chart_has_a_log_loss_axis_and_a_legend_of_the_marks_drawn(
     assert "worker lost" in _labels(fig, visible_only=False)
     chart.update(_a_run(unique_name))
     assert _labels(fig) == ["loss", "worker lost", "recovered"]
-    # a log axis has no place for a loss of 0: the point is left out, not drawn at 1e-300
-    assert chart.loss.data["step"] == [1, 3]
-    assert chart.loss.data["loss"] == [2.0, 0.02]
+    assert chart.loss.data["step"] == [1, 2, 3]
+    assert chart.loss.data["loss"] == [2.0, 0.3, 0.02]
     assert chart.marks["worker lost"].data["label"] == ["b lost"]
     assert chart.marks["recovered"].data["step"] == [3]
+    assert chart.widget.children[0]._model is chart.figure  # the figure shown
+
+
+@pytest.mark.parametrize("losses", [(2.0, 0.0, 0.5), (-0.5, -0.9, -1.0)])
+def test_a_loss_of_0_or_less_draws_the_chart_again_on_a_linear_axis(
+    isolated_data_dir: Path, unique_name: str, losses: tuple[float, ...]
+) -> None:
+    """A log axis has no place for them (a negative log-likelihood, a loss that reached
+    0): on it they were left out, and a run of negative losses drew no line at all."""
+    chart = LossChart()
+    first = chart.widget.children[0]
+    chart.update(_a_run(unique_name, losses))
+    fig = chart.figure
+    assert chart.widget.children[0] is not first  # the figure was swapped
+    assert [a.axis_label for a in fig.yaxis] == ["loss"]
+    assert not isinstance(fig.y_scale, LogScale)
+    assert chart.loss.data["loss"] == list(losses)  # every point, the earlier ones too
+    assert _labels(fig) == ["loss", "worker lost", "recovered"]  # the marks drawn again
 
 
 def test_the_service_chart_plots_rates_and_p99_over_seconds_with_a_legend() -> None:
