@@ -225,6 +225,15 @@ def tables(ours: dict[str, Any], ray: dict[str, Any], args: argparse.Namespace) 
             reference_name="Ray Serve HTTP",
             goal=Goal("value", "<=", 0) if fault == "kill" else None,
         )
+    # every replica gone: ft answers at once (503, no replica; a fallback= would answer
+    # instead), Ray holds the request until a replica is back
+    t.row(
+        "all: p99 latency",
+        "s",
+        [v / 1e3 for v in values(ours["all"], "p99_ms")],
+        reference=[v / 1e3 for v in values(ray["all"], "p99_ms")],
+        reference_name="Ray Serve HTTP",
+    )
     return [t]
 
 

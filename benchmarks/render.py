@@ -30,6 +30,7 @@ ORDER = (
     "store",
     "snapshots",
     "zoo",
+    "corpus",
     "train",
     "train-cuda",
     "scale",
@@ -38,6 +39,7 @@ ORDER = (
     "torchft",
     "dashboard",
     "serve",
+    "serve-http",
     "robust",
     "plan",
 )
