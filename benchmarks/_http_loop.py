@@ -1,5 +1,5 @@
 """The HTTP side of the serving benchmarks: one keep-alive connection per caller thread,
-JSON in and out, as a web client of a model would call it. Used by ``bench_serve_http.py``
+JSON in and out, as a web client of a model would call it. Used by ``bench_http.py``
 for ft's Jupyter route and by ``_ray_serve_http_arm.py`` for Ray Serve's HTTP proxy, so
 both arms pay the same client costs."""
 

@@ -1,4 +1,4 @@
-"""Ray Serve's side of bench_serve_http.py, run by ``benchmarks/.venv-ray``'s Python.
+"""Ray Serve's side of bench_http.py, run by ``benchmarks/.venv-ray``'s Python.
 
 The same model (``small_mlp``), inputs, callers and client (``_http_loop``) as ft's
 side, through Ray Serve's HTTP proxy: 3 replicas of a deployment that reads the JSON

@@ -39,7 +39,7 @@ ORDER = (
     "torchft",
     "dashboard",
     "serve",
-    "serve-http",
+    "http",
     "robust",
     "plan",
 )

@@ -17,7 +17,7 @@ inputs (batches of 4) and ``--callers`` closed-loop callers, one arm after the o
 - **all**: every replica's process SIGKILLed: failed requests, and the last kill -> the
   first answer from a replica.
 
-    .venv/bin/python benchmarks/bench_serve_http.py [--runs 5] [--requests 600]
+    .venv/bin/python benchmarks/bench_http.py [--runs 5] [--requests 600]
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ def main() -> None:
             firsts = values(got[fault], "first_new_answer_s")
             if firsts:
                 print(f"{arm} {fault}: median {statistics.median(firsts):.3f} s", file=sys.stderr)
-    save("serve-http", TITLE, tables(ours, ray, args))
+    save("http", TITLE, tables(ours, ray, args))
 
 
 if __name__ == "__main__":
