@@ -77,7 +77,10 @@ PROGRESS = """() => {
 
 @pytest.fixture(scope="module")
 def trio() -> Iterator[Client]:
-    with training_cluster(3) as client:
+    # spawned workers: a killed one is back after ~2 s, so its LOST tile and the DEGRADED
+    # badge last longer than one render of the dashboard (a forked one is back in ~0.1 s,
+    # between two renders, and the page may never show them: the chart's marks do)
+    with training_cluster(3, worker_start="spawn") as client:
         yield client
 
 
@@ -136,6 +139,8 @@ def test_the_page_shows_the_tile_and_the_badge_change(lab: Lab, unique_name: str
         # the Resilience panel lists the run, finished, with its recovery and RTO
         page.evaluate("() => window.jupyterapp.commands.execute('ft-notebook:open-panel')")
         run_row = f'.jp-ft-run[data-run="{unique_name}"][data-state="COMPLETED"]'
+        # a finished run is one line; a click on it opens the rest, recoveries included
+        page.click(f"{run_row} > summary .jp-ft-run-line-progress", timeout=30_000)
         rto = page.inner_text(f"{run_row} .jp-ft-recovery .jp-ft-recovery-rto", timeout=30_000)
         screenshot(page, "dashboard-4-panel")
     (SHOTS / "dashboard-sequence.json").write_text(json.dumps(seen, indent=1))
