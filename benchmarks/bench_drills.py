@@ -210,6 +210,15 @@ def table(
         [len(r.unseen) for r in results],
         goal=none,
     )
+    doubles = [r for r in results if any(k == "double-kill" for k, _s, _v in r.struck)]
+    if doubles:
+        t.row(
+            "double kills: every worker back in the run before it ended",
+            "bool",
+            [int(r.world_back_after is not None) for r in doubles],
+            goal=every,
+            detail="a progress point with world size 3 after the last fault (issue 37)",
+        )
     t.row("run COMPLETED", "bool", [int(r.state == "COMPLETED") for r in results], goal=every)
     t.row("every recovery verified", "bool", [int(r.verified) for r in results], goal=every)
     t.row("drill passing every check", "bool", [int(r.ok) for r in results], goal=every)

@@ -217,6 +217,9 @@ class DrillResult:
     recoveries: list[dict[str, Any]] = field(default_factory=list)
     #: States repaired by the self-check (members that held another state).
     repairs: int = 0
+    #: Steps from the last fault that struck to the first progress point with every
+    #: worker back in the run; None if the run ended with fewer.
+    world_back_after: int | None = None
     seconds: float = 0.0
 
     @property
@@ -251,6 +254,7 @@ class DrillResult:
             f"{' (identical)' if self.identical else ''}; metric {self.metric} "
             f"(undisturbed {self.reference_metric}); unseen: {self.unseen}; "
             f"verified: {self.verified}; repairs: {self.repairs}; "
+            f"every worker back {self.world_back_after} steps after the last fault; "
             f"recoveries: {[(r.get('how'), r.get('cause')) for r in self.recoveries]}"
         )
 
@@ -296,6 +300,7 @@ def run_drill(
     info = run.info()
     result.state, result.recoveries = info["state"], info["recoveries"]
     result.repairs = sum(1 for note in info["notes"] if note.get("kind") == "state-repaired")
+    result.world_back_after = _world_back_after(info, result.struck, workers)
     model = run.model()
     result.counted = isinstance(model, DrillModel)
     if result.counted:
@@ -326,6 +331,18 @@ def _with_weights(model: torch.nn.Module, weights: list[torch.Tensor]) -> torch.
     net = model.net if isinstance(model, DrillModel) else model
     net.load_state_dict(dict(zip(net.state_dict(), weights, strict=True)))
     return model
+
+
+def _world_back_after(
+    info: dict[str, Any], struck: list[tuple[str, int, tuple[str, ...]]], workers: int
+) -> int | None:
+    last = max((step for _kind, step, _victims in struck), default=0)
+    back = [
+        int(p["step"])
+        for p in info["history"]
+        if p.get("world_size") == workers and int(p.get("step") or 0) > last
+    ]
+    return min(back) - last if back else None
 
 
 def _all_workers(client: Any, n: int) -> None:

@@ -85,6 +85,9 @@ def test_a_random_fault_sequence_ends_where_the_undisturbed_run_does(
     assert result.struck, result.describe()  # the faults landed inside the run
     assert result.counted
     assert result.ok, result.describe()
+    # workers come back (forked again within ~0.1 s) and rejoin: every seed's last fault
+    # strikes by step 184 of 256, and the run ends with all three training again
+    assert result.world_back_after is not None, result.describe()
 
 
 @pytest.mark.parametrize(
