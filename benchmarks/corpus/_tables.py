@@ -153,13 +153,17 @@ def _restore(raw: dict[str, dict[str, Any]]) -> Table:
         "The restore cell in a new kernel after the SIGKILL, one per notebook and tool "
         "(ft: `%load_ext ft_notebook` + `%ft restore`; Kishu: `init_kishu()` + "
         "`checkout` of its newest commit; dill: `dill.load_session`), paired per notebook; "
-        "a restore that raised is left out. The re-run is the sum of the notebook's cell "
+        "a restore that raised, or brought back nothing the notebook made, is left out. The re-run is the sum of the notebook's cell "
         f"times without snapshots, for notebooks whose re-run takes over {RERUN_FLOOR_S:g} s.",
     )
     for arm, name in FT.items():
         runs = {nb: o for nb, o in _ran(raw, arm).items() if not o["restore_error"]}
         for peer, peer_name in PEERS.items():
-            pairs = [nb for nb in runs if peer in raw[nb] and not raw[nb][peer]["restore_error"]]
+            pairs = [
+                nb
+                for nb in runs
+                if peer in raw[nb] and not raw[nb][peer]["restore_error"] and _equal(raw[nb][peer])
+            ]
             if not pairs:
                 continue
             table.row(
