@@ -13,7 +13,9 @@ value), protocol 5, and its bulk data is taken out of the pickle:
 - every buffer a library hands pickle out of band (protocol 5 ``PickleBuffer``: the
   blocks of a pandas frame and its extension arrays, pyarrow buffers, scipy.sparse
   and scikit-learn arrays), and large ``bytes`` (a polars frame pickles as one):
-  buffer records too, in the order the unpickler wants them back.
+  buffer records too, in the order the unpickler wants them back;
+- an object a library's module holds at module level (``scipy.stats.t``): that
+  module's attribute, with its state (see ``_singletons``).
 
 A buffer's bytes are cut into chunks of ``CHUNK`` bytes, each stored once under its
 xxh3 content hash, so an in-place change to one element of a big array costs one
@@ -42,7 +44,7 @@ import cloudpickle
 import numpy as np
 import xxhash
 
-from ft_notebook.session import _rebind, _reducers, _views
+from ft_notebook.session import _rebind, _reducers, _singletons, _views
 from ft_notebook.session._namespace import describe
 from ft_notebook.session._objects import CHUNK, BufferRecord, digest_of
 from ft_notebook.store._io import run_all
@@ -140,6 +142,9 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
         if type(obj) is type and cloudpickle.cloudpickle._should_pickle_by_reference(obj):
             _BY_REFERENCE.add(obj)
             return NotImplemented
+        library_global = _singletons.reduce(obj)
+        if library_global is not None:
+            return library_global
         if (
             type(obj) is types.FunctionType
             and self._namespace_id is not None

@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ft_notebook.session import _reducers
+from ft_notebook.session import _reducers, _singletons
 from ft_notebook.session._objects import BufferRecord, SnapshotUnpickler, rebuild_buffer
 
 #: Objects with more bulk data than this are not loaded again: the copy would double
@@ -129,7 +129,8 @@ def unpickled_copy(
     unpickler = SnapshotUnpickler(
         data, resolve_var, load, [load(k) for k in out_of_band], namespace=namespace, tensors={}
     )
-    return unpickler.load()
+    with _singletons.checking():  # a library's objects come back as the live ones
+        return unpickler.load()
 
 
 def difference(live: Any, copy: Any) -> str:

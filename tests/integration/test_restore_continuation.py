@@ -232,3 +232,36 @@ def test_an_object_pickling_changes_is_replayed_or_reported_never_silent(
     ), restored
     flags = nb.execute("print(mod._transparams, mod.n, quiet._transparams)").check().stdout
     assert flags.split() == ["False", "3", "True"]
+
+
+LIBRARY_SINGLETONS = """
+import numpy as np, scipy.stats
+np.random.seed(5)
+class Prediction:  # as statsmodels' PredictionResults keeps the t distribution
+    def __init__(self, dist, df):
+        self.dist, self.df = dist, df
+pred = Prediction(scipy.stats.t, 4)
+scipy.stats.norm.random_state = 7  # a library's singleton the notebook changed
+spread = scipy.stats.norm
+"""
+
+SINGLETONS_CONTINUE = """
+print(pred.dist is scipy.stats.t, spread is scipy.stats.norm,
+      pred.dist.random_state is np.random.mtrand._rand)
+print(pred.dist.rvs(pred.df), np.random.rand(), spread.rvs(), scipy.stats.norm.rvs())
+"""
+
+
+def test_a_librarys_module_level_objects_come_back_as_themselves(
+    notebook: KernelSession,
+) -> None:
+    # scipy.stats.t draws from numpy's global generator: a copy of it drew from a copy
+    # of the generator, and the cell after the restore drew other numbers (issue 34,
+    # statsmodels' robust_models notebook)
+    nb = notebook
+    nb.execute(LIBRARY_SINGLETONS).check()
+    before, after, restored = _continue_across_a_kill(nb, SINGLETONS_CONTINUE)
+    assert before.splitlines()[0] == "True True True", before
+    assert after == before, restored
+    assert "lost" not in restored, restored
+    assert "not as it was" not in restored, restored
