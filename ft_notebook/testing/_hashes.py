@@ -5,7 +5,10 @@ library's own view of its data and never by ft_notebook's fingerprints: frames b
 pandas' ``hash_pandas_object`` and their dtypes, Arrow data by its IPC bytes, polars
 frames by their rows, arrays by their bytes (object arrays by their items), figures
 by their rendered pixels, a SQLite database by its dump, objects by their attributes,
-and what has no content (generators, locks, files) by their observable state.
+and what has no content (generators, locks, files) by their observable state: random
+generators by the state their next draws come from, never by their pickle (numpy's
+``RandomState`` pickles its seed sequence's entropy, which no draw uses, and the
+same state pickles to other bytes depending on which dtype objects it shares).
 Run :data:`NAMESPACE_HASHES` as a silent cell and read it with :func:`parse_hashes`.
 """
 
@@ -75,6 +78,8 @@ def _ft_h(v, depth=0):
         _np = m['numpy']
         if 'numpy.random' in m and isinstance(v, m['numpy.random'].Generator):
             return 'npgen:' + _ft_sha(repr(v.bit_generator.state))
+        if 'numpy.random' in m and isinstance(v, m['numpy.random'].RandomState):
+            return 'nprs:' + _ft_h(v.get_state(legacy=False), depth + 1)
         if isinstance(v, _np.ndarray):
             if v.dtype.hasobject:
                 return 'ndo:' + _ft_sha(repr((v.shape, [_ft_h(x, depth + 1) for x in v.ravel().tolist()])))
