@@ -332,6 +332,25 @@ class ServiceClosed(EventPayload):
     """A service was closed: its replicas stopped."""
 
 
+@event_kind("service-traffic")
+@dataclass(frozen=True)
+class ServiceTraffic(EventPayload):
+    """What one caller's router (``caller``: host:pid:router) did in a window of wall
+    times ``start`` to ``end``, published about every 2 s while it has traffic: requests
+    admitted; answered by each replica (key -> count) and by the fallback; failed
+    (refused, shed or unanswered); p50 and p99 of the replicas' answers (None: none)."""
+
+    caller: str
+    start: float
+    end: float
+    requests: int
+    by_replica: dict[str, int] = field(default_factory=dict)
+    fallback: int = 0
+    failed: int = 0
+    p50_s: float | None = None
+    p99_s: float | None = None
+
+
 def payload_of(kind: str, data: Mapping[str, Any]) -> EventPayload | None:
     """The payload of kind ``kind`` with the fields of ``data`` (plain JSON values),
     or None for a kind this version does not know."""

@@ -9,13 +9,12 @@ loss series and markers; the coordinator's plans and history) stays with it.
 
 A service is read in the same places: the coordinator's table (what ``svc.table()``
 returns, the one source of its events), a service dashboard and the JupyterLab
-panel. The dashboard and the panel take its tier, reason, wanted count and replicas
-from a :class:`ServiceView` folded here; what only a caller knows (its breakers,
-requests in flight, latencies) stays with that caller's router.
+panel. Both take its tier, reason, wanted count and replicas from a
+:class:`ServiceView` folded here, the panel its traffic too (every caller's, by
+:mod:`ft_notebook._traffic_series`); a caller's breakers stay with its router.
 
-It lives below ``train``, ``widgets`` and ``server`` and imports only the events,
-because the server extension may not import training and widgets sit below it
-(the import contracts in ``pyproject.toml``).
+It lives below ``train``, ``widgets`` and ``server`` and imports only the events: the
+server may not import training, and widgets sit below it (``pyproject.toml``'s contracts).
 
 Guarantees:
 - the fold is pure: :meth:`RunView.apply` returns a new view, changes nothing, reads
@@ -25,9 +24,8 @@ Guarantees:
 - an event of a kind the fold does not know, or whose payload this version cannot
   read (a journal is public, and other versions write it), moves only the view's
   bookkeeping (``seen``, ``updated``), never fails;
-- a ``recovery-completed`` event written before it carried every field of a
-  recovery still folds: when and at which step come from its envelope, how and
-  whether it was verified read as unknown (``""``, ``False``).
+- a ``recovery-completed`` written before it carried every field of a recovery still
+  folds: when and at which step from its envelope, how and verified as ``""``, ``False``.
 """
 
 from __future__ import annotations
@@ -37,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ft_notebook._recovery import Recovery
+from ft_notebook._traffic_series import TrafficPoint, add_window
 from ft_notebook.events import (
     CheckpointCommitted,
     CheckpointFailed,
@@ -55,6 +54,7 @@ from ft_notebook.events import (
     ServiceClosed,
     ServiceScaled,
     ServiceStarted,
+    ServiceTraffic,
 )
 
 __all__ = [
@@ -312,6 +312,8 @@ class ServiceView(_Folded):
     replicas: Mapping[str, ReplicaFact] = field(default_factory=dict)
     #: Each change of tier: (time, tier, reason), the newest :data:`MAX_TRANSITIONS`.
     transitions: tuple[tuple[float, Health, str], ...] = ()
+    #: Every caller's traffic by bucket of 2 s, the newest 240 (``service-traffic``).
+    traffic: tuple[TrafficPoint, ...] = ()
     closed: bool = False
     seen: Mapping[str, int] = field(default_factory=dict)
     updated: float = 0.0
@@ -379,6 +381,10 @@ def _service_health(view: ServiceView, p: HealthChanged, e: Event) -> ServiceVie
     return replace(view, health=p.health, reason=p.reason, detail=p.detail, transitions=changes)
 
 
+def _traffic(view: ServiceView, p: ServiceTraffic, e: Event) -> ServiceView:
+    return replace(view, traffic=add_window(view.traffic, p))
+
+
 _SERVICE_FOLDS: dict[str, Callable[[ServiceView, Any, Event], ServiceView]] = {
     ServiceStarted.kind: _started,
     ServiceScaled.kind: _scaled,
@@ -387,6 +393,7 @@ _SERVICE_FOLDS: dict[str, Callable[[ServiceView, Any, Event], ServiceView]] = {
     ReplicaLost.kind: _replica_out("lost"),
     ReplicaFailed.kind: _replica_out("failed"),
     HealthChanged.kind: _service_health,
+    ServiceTraffic.kind: _traffic,
 }
 
 #: The kinds that move a :class:`ServiceView`.

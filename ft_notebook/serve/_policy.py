@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import itertools
 import threading
 import time
 from typing import Any
@@ -128,6 +129,10 @@ class Latencies:
 
     def __len__(self) -> int:
         return len(self._window)
+
+    def newest(self, n: int) -> list[float]:
+        """The newest ``n`` latencies (all of them, if the window holds fewer)."""
+        return list(itertools.islice(reversed(self._window), max(n, 0)))
 
     def quantile(self, q: float) -> float | None:
         if not self._window:

@@ -3,7 +3,8 @@
 A ``Service`` is a handle with a router (:mod:`._router`) of its own: the replica set
 is kept by the coordinator in the scheduler (:mod:`._coordinator`), so the service
 goes on answering other callers when this kernel dies; ``service(name)`` attaches to
-it again from any kernel, and ``services()`` lists them.
+it again from any kernel, and ``services()`` lists them. Its router's traffic is
+published as events (:mod:`._meter`), which every view of the service folds.
 """
 
 from __future__ import annotations
@@ -137,11 +138,15 @@ class Service:
     """A service on a cluster, started here or elsewhere (see :func:`service`)."""
 
     def __init__(self, client: Any, name: str, settings: Any, fallback: Any, wanted: int) -> None:
+        from ft_notebook.serve._meter import TrafficMeter, publisher
         from ft_notebook.serve._router import Router
 
         self.client, self.name, self.settings = client, name, settings
         self.router: Router = Router(client, name, settings, fallback, wanted)
         client.sync(self.router.start)
+        # this caller's traffic, for every view of the service (the panel's plots)
+        self.traffic = TrafficMeter(self.router, publisher(client, name))
+        client.sync(self.traffic.start)
         self._subscription = _follow(client, name, self.router)
         self._removed = False  # close() went through: a second one does nothing
 
@@ -265,6 +270,7 @@ class Service:
         if self._subscription is not None:
             self._subscription.close()
             self._subscription = None
+        self.client.sync(self.traffic.stop)  # its last window, before the router stops
         self.client.sync(self.router.stop)
 
     def _ask(self, action: ServiceAction, **kwargs: Any) -> dict[str, Any]:

@@ -210,7 +210,7 @@ class TierChangeModel:
 
 @dataclass(frozen=True)
 class TrafficPointModel:
-    """Requests this server routed to a service since the point before, and their p99."""
+    """Every caller's requests/s to a service in a 2 s bucket, and their largest p99."""
 
     time: float
     requests_per_s: float
@@ -225,8 +225,8 @@ class ServiceHistoryModel:
     service: ServiceModel
     #: Its changes of tier, oldest first (the newest 100, from its events).
     tiers: tuple[TierChangeModel, ...] = ()
-    #: Requests routed by this Jupyter server (its HTTP predict route), sampled at each
-    #: ask; a notebook's own calls are its router's and show on its dashboard.
+    #: Every caller's traffic (notebooks' and this server's HTTP route), from the
+    #: ``service-traffic`` events its routers publish; the newest 240 buckets.
     traffic: tuple[TrafficPointModel, ...] = ()
 
     def to_json(self) -> dict[str, Any]:

@@ -1,17 +1,17 @@
 """Services as the REST API sees them, and routing requests that arrive over HTTP.
 
 Which services run comes from the cluster's coordinator; what is known of each (its
-tier and why, its wanted count, its replicas) is its events folded into a
-:class:`~ft_notebook.runfold.ServiceView`, the fold a notebook's service dashboard
-reads too. Each service's events are folded once and then only the new ones.
+tier and why, its wanted count, its replicas, every caller's traffic) is its events
+folded into a :class:`~ft_notebook.runfold.ServiceView`, the fold a notebook's service
+dashboard reads too. Each service's events are folded once and then only the new ones.
 
 The server keeps one :class:`~ft_notebook.serve.Service` handle per cluster and
 service, so an HTTP request is routed exactly as a notebook's call is (its own router:
-least outstanding, retries, hedging, fallback). Request bodies are JSON and only JSON:
-``{"inputs": [[...], ...]}`` becomes a float32 tensor, ``{"json": value}`` reaches the
-model as that value; nothing from a request is ever unpickled. Outputs go back as
-JSON (tensors and arrays as nested lists; NaN and infinities as ``null``, which JSON
-can carry).
+least outstanding, retries, hedging, fallback; its traffic published as theirs is).
+Request bodies are JSON and only JSON: ``{"inputs": [[...], ...]}`` becomes a float32
+tensor, ``{"json": value}`` reaches the model as that value; nothing from a request is
+ever unpickled. Outputs go back as JSON (tensors and arrays as nested lists; NaN and
+infinities as ``null``, which JSON can carry).
 
 A request's body is checked before it reaches a cluster (:func:`parse_body`,
 :func:`check_request`): at most :data:`MAX_BODY_BYTES`, ``json`` values at most
@@ -27,8 +27,6 @@ from __future__ import annotations
 import json
 import math
 import threading
-import time
-from collections import deque
 from typing import Any
 
 from ft_notebook.events import Health, history, service_topic
@@ -48,8 +46,6 @@ MAX_VALUES = 1 << 22
 #: The largest request body (413 above it), and the largest one with a ``json`` value.
 MAX_BODY_BYTES = 32 << 20
 MAX_JSON_BYTES = 8 << 20
-#: Traffic points kept per service (one per ask: about 8 minutes at the panel's 2 s).
-MAX_TRAFFIC = 240
 
 
 class TooLarge(ValueError):
@@ -123,8 +119,6 @@ class Routers:
         self._lock = threading.Lock()
         self._handles: dict[tuple[str, str], tuple[Any, Any]] = {}  # -> (client, Service)
         self._views: dict[tuple[str, str], ServiceView] = {}  # (cluster, name) -> fold
-        #: (cluster, name) -> (requests counted so far, the point) per sample
-        self._traffic: dict[tuple[str, str], deque[tuple[int, TrafficPointModel]]] = {}
 
     def services(self, client: Any, cluster: str) -> list[ServiceModel]:
         return [
@@ -133,16 +127,19 @@ class Routers:
         ]
 
     def history(self, client: Any, cluster: str, name: str) -> ServiceHistoryModel | None:
-        """Service ``name`` with its tier over time (its events, folded as for the
-        panel) and the traffic this server routed to it; None if it does not run."""
+        """Service ``name`` with its tier and its traffic over time, both its events
+        folded (every caller's windows: notebooks', this server's); None if it does
+        not run."""
         wanted = self._names(client).get(name)
         if wanted is None:
             return None
         view = self.view(client, cluster, name)
         tiers = tuple(TierChangeModel(t, tier, why) for t, tier, why in view.transitions)
-        return ServiceHistoryModel(
-            _model(view, cluster, wanted), tiers, self._sample(cluster, name)
+        traffic = tuple(
+            TrafficPointModel(p.time, p.requests_per_s, None if p.p99_s is None else p.p99_s * 1000)
+            for p in view.traffic
         )
+        return ServiceHistoryModel(_model(view, cluster, wanted), tiers, traffic)
 
     def _names(self, client: Any) -> dict[str, int]:
         """Name -> wanted replicas of every service the coordinator runs."""
@@ -151,25 +148,6 @@ class Routers:
         install(client)
         names = client.sync(client.scheduler.ft_service, action=ServiceAction.NAMES.value)
         return {str(entry["name"]): int(entry["wanted"]) for entry in names}
-
-    def _sample(self, cluster: str, name: str) -> tuple[TrafficPointModel, ...]:
-        """The traffic points of this server's router for the service, one more now."""
-        with self._lock:
-            kept = self._handles.get((cluster, name))
-            points = self._traffic.setdefault((cluster, name), deque(maxlen=MAX_TRAFFIC))
-            if kept is None or kept[1].router.closed:
-                return tuple(p for _, p in points)
-            status = kept[1].router.status()
-            now, asked = time.time(), int(status.get("requests", 0))
-            if points:
-                before, last = points[-1]
-                rate = (asked - before) / (now - last.time) if now > last.time else 0.0
-                p99 = status.get("p99_s")
-                ms = None if p99 is None else float(p99) * 1000
-                points.append((asked, TrafficPointModel(now, max(rate, 0.0), ms)))
-            else:  # the first sample only sets where counting starts
-                points.append((asked, TrafficPointModel(now, 0.0, None)))
-            return tuple(p for _, p in points)
 
     def view(self, client: Any, cluster: str, name: str) -> ServiceView:
         """Service ``name``'s events folded, reading only those after the last fold."""

@@ -118,7 +118,7 @@ export function servicePlotSpecs(
       xFormat: clockTime,
       compact,
       series: [
-        { key: 'requests_per_s', label: 'requests/s (via this server)', color: '#1565c0', points: traffic.map(p => [p.time, p.requests_per_s]) }
+        { key: 'requests_per_s', label: 'requests/s (all callers)', color: '#1565c0', points: traffic.map(p => [p.time, p.requests_per_s]) }
       ]
     },
     {
@@ -127,7 +127,7 @@ export function servicePlotSpecs(
       yLabel: 'p99 latency (ms)',
       xFormat: clockTime,
       compact,
-      series: [{ key: 'p99_ms', label: 'p99 (ms)', color: '#6a1b9a', points: traffic.map(p => [p.time, p.p99_ms]) }]
+      series: [{ key: 'p99_ms', label: 'p99 (ms, slowest caller)', color: '#6a1b9a', points: traffic.map(p => [p.time, p.p99_ms]) }]
     },
     {
       key: 'tier',

@@ -127,7 +127,7 @@ export interface TierChangeModel {
   reason: string;
 }
 
-/** Requests this server routed to a service since the point before, and their p99. */
+/** Every caller's requests/s to a service in a 2 s bucket, and their largest p99. */
 export interface TrafficPointModel {
   time: number;
   requests_per_s: number;

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -24,6 +25,7 @@ from ft_notebook.cluster.chaos import hang_worker, kill_worker, resume_worker
 from ft_notebook.events import Health, history, service_topic
 from ft_notebook.runfold import ServiceView
 from ft_notebook.serve._chaos import slow_replica
+from ft_notebook.server._services import Routers
 from ft_notebook.testing import poll_for, training_cluster
 from ft_notebook.testing.serving import (
     HUNGRY,
@@ -106,6 +108,40 @@ def test_answers_equal_the_model_called_here_and_spread_over_the_replicas(servin
     table = svc.table()
     assert len({r["worker"] for r in table["replicas"]}) == 3  # one replica per worker
     assert [s["name"] for s in ft.services(cluster=svc.client)] == ["plain"]
+
+
+def test_a_service_called_from_here_shows_its_traffic_in_the_servers_history(serving, trio) -> None:
+    """The Jupyter server routes none of these calls; its history payload has them all,
+    from the windows this process's router publishes, and says who sent them."""
+    svc = serving("watched")
+    routers = Routers()  # what the server's history route asks
+    xs, began = inputs(40), time.time()
+    calls = 0
+    while time.time() - began < 4.5:  # two windows and a part of one
+        svc.call(xs[calls % len(xs)])
+        calls += 1
+
+    def counted() -> int:
+        view = routers.view(trio, "here", "watched")
+        return sum(c.requests for p in view.traffic for c in p.callers.values())
+
+    # the last window goes at the next tick after its 2 s, with no call after it
+    poll_for(lambda: counted() == calls, timeout=30, what=f"{calls} requests in the fold")
+    history = routers.history(trio, "here", "watched")
+    assert history is not None
+    view = routers.view(trio, "here", "watched")
+    assert len(history.traffic) >= 2
+    assert [(p.time, p.requests_per_s) for p in history.traffic] == [
+        (p.time, p.requests_per_s) for p in view.traffic
+    ]
+    assert min(p.requests_per_s for p in history.traffic) > 0
+    assert all(p.p99_ms is not None and p.p99_ms > 0 for p in history.traffic)
+    callers = {c for p in view.traffic for c in p.callers}
+    assert len(callers) == 1
+    assert next(iter(callers)).startswith(f"{socket.gethostname()}:{os.getpid()}:")
+    assert sum(c.answered for p in view.traffic for c in p.callers.values()) == calls
+    body = history.to_json()
+    assert body["traffic"][0]["requests_per_s"] == history.traffic[0].requests_per_s
 
 
 @pytest.mark.chaos

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ft_notebook._traffic_series import BUCKET_S, MAX_WINDOWS
 from ft_notebook.events import (
     Event,
     Health,
@@ -18,6 +20,7 @@ from ft_notebook.events import (
     ServiceClosed,
     ServiceScaled,
     ServiceStarted,
+    ServiceTraffic,
     history,
     publish,
     service_topic,
@@ -156,3 +159,95 @@ def test_a_replica_back_again_drops_the_reason_it_was_out_for() -> None:
         data={"replica": "s/0", "worker": "w", "address": "b", "cause": "worker w lost"},
     )
     assert again.apply(old).replicas["s/0"].detail == ""
+
+
+def _window(caller: str, end: float, requests: int, p99_s: float | None, **more: object) -> Any:
+    data = dict(caller=caller, start=end - 2.0, end=end, requests=requests, p99_s=p99_s)
+    return ServiceTraffic(**{**data, **more})  # type: ignore[arg-type]
+
+
+def test_two_callers_windows_sum_by_bucket_and_the_p99_is_the_slowest_callers(
+    isolated_data_dir: Path, unique_name: str
+) -> None:
+    """A notebook and the Jupyter server call one service: the series is both."""
+    name, topic = unique_name, service_topic(unique_name)
+    publish(ServiceStarted(2), topic)
+    t = 1_000_000.0  # a bucket boundary
+    windows = [
+        _window("nb:1:1", t + 2.1, 200, 0.010, by_replica={f"{name}/0": 150, f"{name}/1": 50}),
+        _window("lab:2:1", t + 2.5, 40, 0.030, fallback=4, failed=2),
+        _window("nb:1:1", t + 4.1, 100, 0.012, by_replica={f"{name}/0": 100}),
+    ]
+    for w in windows:
+        publish(w, topic)
+    view = _fold(history(topic), name)
+    assert [p.time for p in view.traffic] == [t + BUCKET_S, t + 2 * BUCKET_S]
+    both, alone = view.traffic
+    assert both.requests_per_s == pytest.approx(200 / 2 + 40 / 2)  # summed, not the last
+    assert both.p99_s == pytest.approx(0.030)  # the slower caller's
+    assert (both.fallback_per_s, both.failed_per_s) == (pytest.approx(2.0), pytest.approx(1.0))
+    assert both.callers["nb:1:1"].answered == 200
+    assert alone.requests_per_s == pytest.approx(50.0)
+    assert set(alone.callers) == {"nb:1:1"}
+    # a replay adds nothing; a caller's second window in a bucket is its mean rate
+    assert _fold([*history(topic), *history(topic)], name).traffic == view.traffic
+    again = view.apply(
+        Event(
+            topic,
+            ServiceTraffic.kind,
+            seq=99,
+            time=t,
+            data={"caller": "nb:1:1", "start": t + 4.1, "end": t + 5.1, "requests": 300},
+        )
+    )
+    assert again.traffic[1].requests_per_s == pytest.approx((100 + 300) / (2 + 1))
+
+
+def test_the_series_keeps_the_newest_windows_and_a_name_used_again_starts_it_over() -> None:
+    topic = service_topic("s")
+    view = ServiceView("s").apply(
+        Event(topic, ServiceStarted.kind, seq=1, time=0.0, data={"wanted": 1})
+    )
+    for i in range(MAX_WINDOWS + 60):
+        end = 1000.0 + BUCKET_S * i + 0.5
+        view = view.apply(
+            Event(
+                topic,
+                ServiceTraffic.kind,
+                seq=i + 2,
+                time=end,
+                data={"caller": "a", "start": end - 2, "end": end, "requests": i + 1},
+            )
+        )
+    assert len(view.traffic) == MAX_WINDOWS
+    assert view.traffic[-1].requests_per_s == pytest.approx((MAX_WINDOWS + 60) / 2)
+    assert view.traffic[0].time == 1000.0 + BUCKET_S * 60  # the oldest 60 went
+    # a window older than every bucket kept would go at once: it changes nothing
+    old = {"caller": "b", "start": 998.0, "end": 1000.5, "requests": 5}
+    late = view.apply(Event(topic, ServiceTraffic.kind, seq=10_000, time=1.0, data=old))
+    assert late.traffic == view.traffic
+    restarted = view.apply(
+        Event(topic, ServiceStarted.kind, seq=10_001, time=2.0, data={"wanted": 1})
+    )
+    assert restarted.traffic == ()
+
+
+def test_old_journals_without_traffic_fold_and_odd_windows_change_nothing(
+    isolated_data_dir: Path, unique_name: str
+) -> None:
+    name, topic = unique_name, service_topic(unique_name)
+    events = _a_service(name)  # a journal written before the kind existed
+    view = _fold(events, name)
+    assert (view.traffic, view.wanted) == ((), 3)
+    odd = [
+        {"caller": "a", "start": 5.0, "end": 1.0, "requests": 3},  # ends before it starts
+        {"caller": "a", "start": 0.0, "end": 2.0, "requests": -1},
+        {"caller": "a", "start": 0.0, "end": "later", "requests": 1},
+        {"caller": "a", "start": 0.0, "end": 2.0, "requests": 1, "by_replica": [1]},
+        {"caller": "a", "start": 0.0, "end": float("nan"), "requests": 1},
+        {"caller": "a", "end": 2.0, "requests": 1},  # a field missing
+    ]
+    seq = view.last_seq
+    for i, data in enumerate(odd, start=1):
+        after = view.apply(Event(topic, ServiceTraffic.kind, seq=seq + i, time=3.0, data=data))
+        assert (after.traffic, after.last_seq) == ((), seq + i), data

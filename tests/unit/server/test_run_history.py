@@ -28,7 +28,6 @@ from ft_notebook.events import (
 from ft_notebook.runfold import MAX_POINTS, RunView
 from ft_notebook.server import API_PREFIX
 from ft_notebook.server._manager import BadRequest, NotFound, ResilienceManager
-from ft_notebook.server._services import Routers
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -131,39 +130,6 @@ def test_service_history_refuses_bad_names_before_asking_a_cluster(
 def test_service_history_of_a_cluster_not_running_is_404(isolated_data_dir: Path) -> None:
     with pytest.raises(NotFound, match="No cluster named 'nowhere'"):
         ResilienceManager().service_history("nowhere", "svc")
-
-
-class _Router:
-    """What the traffic sampler reads of a router: its counts and p99."""
-
-    closed = False
-
-    def __init__(self) -> None:
-        self.requests, self.p99_s = 0, None
-
-    def status(self) -> dict[str, Any]:
-        return {"requests": self.requests, "p99_s": self.p99_s}
-
-
-class _Handle:
-    def __init__(self) -> None:
-        self.router = _Router()
-
-
-def test_traffic_is_the_rate_between_samples_and_bounded() -> None:
-    routers, handle = Routers(), _Handle()
-    assert routers._sample("c", "svc") == ()  # nothing routed here: no traffic
-    routers._handles[("c", "svc")] = (object(), handle)
-    [first] = routers._sample("c", "svc")
-    assert (first.requests_per_s, first.p99_ms) == (0.0, None)
-    handle.router.requests, handle.router.p99_s = 50, 0.012
-    points = routers._sample("c", "svc")
-    elapsed = points[1].time - points[0].time
-    assert points[1].requests_per_s == pytest.approx(50 / elapsed)
-    assert points[1].p99_ms == pytest.approx(12.0)
-    for _ in range(300):
-        points = routers._sample("c", "svc")
-    assert len(points) == 240
 
 
 async def test_the_history_routes_are_authenticated_and_check_names(
