@@ -68,8 +68,9 @@ HASHES = NAMESPACE_HASHES.replace(
     1,
 )
 RUNPY = f"__import__('runpy').run_path({str(IN_KERNEL)!r})"
-# "    name (type): lost: why", "NOT restored", "restored, but not as it was"
-FT_SAID = re.compile(r"^    (\S+) (?:\(.*?\): (?:lost|NOT restored)|: restored, but not)", re.M)
+# "    name (type): lost: why", "    name (type): NOT restored, ...", and
+# "    name: restored, but not as it was: ..." (no type, the colon right after the name)
+FT_SAID = re.compile(r"^    (\w+)(?: \(.*?\): (?:lost|NOT restored)|: restored, but not)", re.M)
 
 
 @dataclass
