@@ -9,6 +9,12 @@ and what has no content (generators, locks, files) by their observable state: ra
 generators by the state their next draws come from, never by their pickle (numpy's
 ``RandomState`` pickles its seed sequence's entropy, which no draw uses, and the
 same state pickles to other bytes depending on which dtype objects it shares).
+No object is hashed by its pickle where its parts can be hashed: a bound method by
+its function and the object it is bound to (its pickle holds that object's pickle,
+random generators included: scipy's distributions keep their own methods in
+``np.vectorize``), an object met again inside itself as a cycle, and a container or
+object deeper than ``_ft_h``'s depth limit by its type alone (its pickle, the old
+rule, holds all of it as bytes, pandas' internals and generators' seeds included).
 Run :data:`NAMESPACE_HASHES` as a silent cell and read it with :func:`parse_hashes`.
 """
 
@@ -23,6 +29,7 @@ def _ft_sha(b):
 def _ft_code(c):
     consts = [_ft_code(x) if isinstance(x, _t.CodeType) else x for x in c.co_consts]
     return c.co_code + repr((c.co_qualname, c.co_names, consts)).encode()
+_ft_busy = set()
 def _ft_h(v, depth=0):
     m = _s.modules
     kind = type(v).__module__ + '.' + type(v).__qualname__
@@ -100,6 +107,8 @@ def _ft_h(v, depth=0):
         return f'lock:{v.locked()}'
     if hasattr(v, 'closed') and hasattr(v, 'mode') and hasattr(v, 'name'):
         return f'file:{v.name}:{v.mode}:{v.closed or v.tell()}'
+    if isinstance(v, _t.MethodType):
+        return 'bm:' + v.__func__.__qualname__ + ':' + _ft_h(v.__self__, depth + 1)
     if isinstance(v, _t.FunctionType):
         cells = [c.cell_contents for c in v.__closure__ or ()]
         return 'fn:' + _ft_sha(_ft_code(v.__code__) + _ft_h(cells, depth + 1).encode())
@@ -116,7 +125,15 @@ def _ft_h(v, depth=0):
     if isinstance(v, (list, tuple)) and depth < 12:
         return 'l:' + kind + _ft_sha(repr([_ft_h(x, depth + 1) for x in v]))
     if hasattr(v, '__dict__') and not isinstance(v, type) and depth < 12:
-        return 'o:' + kind + _ft_h(vars(v), depth + 1)
+        if id(v) in _ft_busy:
+            return 'cyc:' + kind
+        _ft_busy.add(id(v))
+        try:
+            return 'o:' + kind + _ft_h(vars(v), depth + 1)
+        finally:
+            _ft_busy.discard(id(v))
+    if depth >= 12 and (hasattr(v, '__dict__') or isinstance(v, (dict, list, tuple, set, frozenset))):
+        return 'deep:' + kind
     try:
         return 'p:' + _ft_sha(_p.dumps(v))
     except Exception:
