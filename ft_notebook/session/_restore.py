@@ -114,6 +114,12 @@ class Rebuilder:
             elif entry.how == "pickle":
                 value = self._unpickle(entry)
                 self.report.restored.append(name)
+                # its refs are rebuilt by now: one that came back changed is in it
+                held = next((r for r in entry.refs if r in self.report.changed_by_pickling), "")
+                if held:
+                    self.report.changed_by_pickling[name] = (
+                        f"it holds `{held}`, which changes when pickled"
+                    )
             else:
                 value = self._replay(entry)
         except _Lost:

@@ -85,9 +85,18 @@ def is_plain(value: Any, depth: int = 3) -> bool:
 
 
 def pickling_notes(entries: Mapping[str, Any]) -> dict[str, str]:
-    """What a snapshot says of the variables it keeps, but not as they are."""
+    """What a snapshot says of the variables it keeps, but not as they are: those
+    pickling changes, and those that hold one of them (pickled by reference to it, so
+    their own round trip, done against the live variable, cannot see it)."""
     notes = {}
     for name, entry in entries.items():
+        if entry.how == "pickle" and not entry.warning:
+            held = holds_changed(entry.refs, entries)
+            if held:
+                notes[name] = (
+                    f"it holds `{held}`, which changes when pickled: a restore brings it "
+                    f"back holding `{held}` as that comes back, and says so if changed"
+                )
         if entry.how != "pickle" or not entry.warning:
             continue
         if entry.warning.startswith("it shares memory"):
@@ -103,6 +112,22 @@ def pickling_notes(entries: Mapping[str, Any]) -> dict[str, str]:
                 f"changed copy and says so; run the cell that made it again"
             )
     return notes
+
+
+def holds_changed(refs: tuple[str, ...], entries: Mapping[str, Any]) -> str:
+    """The first variable among ``refs`` that pickling changes, or that holds one in
+    turn (as a restore says it, a variable at a time); "" if none."""
+
+    def changed(name: str, seen: set[str]) -> bool:
+        entry = entries.get(name)
+        if name in seen or entry is None or entry.how != "pickle":
+            return False
+        seen.add(name)
+        if entry.warning and not entry.warning.startswith("it shares memory"):
+            return True
+        return any(changed(r, seen) for r in entry.refs)
+
+    return next((r for r in refs if changed(r, set())), "")
 
 
 def opens_handles(data: bytes) -> bool:
