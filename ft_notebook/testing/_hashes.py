@@ -108,7 +108,7 @@ def _ft_h(v, depth=0):
     if hasattr(v, 'closed') and hasattr(v, 'mode') and hasattr(v, 'name'):
         return f'file:{v.name}:{v.mode}:{v.closed or v.tell()}'
     if isinstance(v, _t.MethodType):
-        return 'bm:' + v.__func__.__qualname__ + ':' + _ft_h(v.__self__, depth + 1)
+        return 'bm:' + _ft_h(v.__func__, depth + 1) + ':' + _ft_h(v.__self__, depth + 1)
     if isinstance(v, _t.FunctionType):
         cells = [c.cell_contents for c in v.__closure__ or ()]
         return 'fn:' + _ft_sha(_ft_code(v.__code__) + _ft_h(cells, depth + 1).encode())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import pickle
+import types
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,8 @@ class Distribution:  # scipy's rv_generic: keeps its own bound methods in np.vec
     def __init__(self, random_state: np.random.RandomState) -> None:
         self._random_state = random_state
         self._cdfvec = np.vectorize(self._cdf_single)
+        # a method whose function is an np.vectorize object: count_hurdle's models hold one
+        self._ppf = types.MethodType(np.vectorize(lambda _, q: q), self)
 
     def _cdf_single(self, k: float) -> float:
         return k
