@@ -4,7 +4,8 @@ Registered through the ``pytest11`` entry point, so any test suite of a project 
 installs ft_notebook gets it. For the whole session it
 
 - points ``ft-notebook.data-dir`` (and Jupyter's runtime folder) at a temporary
-  folder, so tests never touch the user's real registry, journals or store;
+  folder, so tests never touch the user's real registry, journals or store (under
+  pytest-xdist, one folder per worker, so tests side by side do not see each other's);
 - marks the session's processes, and at the end kills every one still alive and
   reports it (ini ``ft_notebook_leaked_processes = fail`` makes that fail the run).
 
@@ -44,13 +45,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if hasattr(config, "workerinput"):  # a pytest-xdist worker: its controller does this
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: its controller did the rest
+        _own_folders(str(config.workerinput["workerid"]))
         return
     root = Path(tempfile.mkdtemp(prefix="ft-notebook-tests-"))
     os.chmod(root, 0o700)
     _state.update(root=root, token=_processes.mark_session())
     os.environ[_DATA_DIR_ENV] = str(root / "data")
     os.environ["JUPYTER_RUNTIME_DIR"] = str(root / "jupyter-runtime")
+    _refresh_config()
+
+
+def _own_folders(worker: str) -> None:
+    """A pytest-xdist worker's own data and Jupyter runtime folders, under the session's
+    root: tests run side by side must not see each other's clusters, runs and
+    checkpoints (a lab server lists every cluster of its data folder)."""
+    root = Path(os.environ[_DATA_DIR_ENV]).parent
+    os.environ[_DATA_DIR_ENV] = str(root / f"data-{worker}")
+    os.environ["JUPYTER_RUNTIME_DIR"] = str(root / f"jupyter-runtime-{worker}")
+    _refresh_config()
+
+
+def _refresh_config() -> None:
     if "dask.config" in sys.modules:  # imported by another plugin before us
         import dask.config
 

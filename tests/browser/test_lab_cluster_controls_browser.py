@@ -3,7 +3,8 @@ cluster started from the sidebar's dialog gets its worker tiles, scales from the
 panel, its Dask dashboard opens through the Jupyter server (and not without its
 login), and Stop (confirmed in a dialog) leaves none of its processes; the status bar
 shows the notebook kernel's memory beside the cluster's, and a snapshot row its
-variable names. The screenshot docs/lab-cluster-controls.png is taken on the way."""
+variable names. Its screenshot goes to the screenshots folder (the README's
+docs/lab-cluster-controls.png is a copy of it)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,16 @@ from urllib.parse import urlsplit
 
 import psutil
 import pytest
-from _lab import KERNEL_IDLE, ROOT, Lab, needs_chromium, open_page, run_lab, write_notebook
+from _lab import KERNEL_IDLE, SHOTS, Lab, needs_chromium, open_page, run_lab, write_notebook
 
 from ft_notebook.cluster import clusters, down
 from ft_notebook.testing import poll_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 
-DOC_SHOT = ROOT / "docs" / "lab-cluster-controls.png"
+#: docs/lab-cluster-controls.png in the README is a copy of it (a test run leaves docs/ as
+#: it is)
+DOC_SHOT = SHOTS / "lab-cluster-controls.png"
 NAME = "lab-ui"
 VARIABLES = ["learning_rate", "batch_size", "epochs", "weights", "losses", "notes"]
 CLUSTER = f'.jp-ft-cluster[data-cluster="{NAME}"]'

@@ -2,7 +2,8 @@
 opened from the Resilience panel's row of a run training on a real cluster, it plots
 the loss on a log axis and samples/s by step, with axis labels, a legend and marks
 where a killed worker was lost and the run recovered; the panel's row plots the same
-history inline. The screenshots are the README's (docs/lab-*.png)."""
+history inline. The screenshots go to the screenshots folder (the README's
+docs/lab-*.png are copies of them)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _lab import ROOT, Lab, needs_chromium, open_page, run_lab, screenshot
+from _lab import SHOTS, Lab, needs_chromium, open_page, run_lab, screenshot
 
 from ft_notebook.cluster import cluster, down, status
 from ft_notebook.cluster.chaos import kill_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, needs_chromium]
 
-DOCS = ROOT / "docs"
+#: the README's docs/lab-*.png are copies of these (a test run leaves docs/ as it is)
+DOCS = SHOTS
 
 
 @pytest.fixture

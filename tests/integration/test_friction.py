@@ -131,7 +131,10 @@ def test_notebook_friction_in_a_real_kernel(tmp_path: Path) -> None:
         assert "reconnect with `client = ft.cluster()`" in said
         assert "NOT protected" not in said, said
         assert "_asyncio" not in said
-        # an auto snapshot commits in the background while the next cell runs
+        # an auto snapshot commits in the background while the next cell runs: wait for it
+        kernel.execute(
+            "__import__('ft_notebook.magics').magics.snapshots_of(get_ipython()).session.wait()"
+        ).check()
         listing = kernel.execute("%ft list").check().stdout.splitlines()[1:]
         assert sorted(row.split()[0] for row in listing) == ["kept", "latest"], listing
         assert listing[-1].split()[0] == "latest"

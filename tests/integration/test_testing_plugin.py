@@ -41,6 +41,35 @@ def test_finaliser_kills_a_detached_leftover_and_fails_the_run(pytester: pytest.
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
+SIDE_BY_SIDE = """
+import os
+from pathlib import Path
+from ft_notebook._paths import data_dir
+
+def test_where(ft_data_dir):
+    assert data_dir() == ft_data_dir
+    seen = Path(os.environ["FT_SEEN"]) / os.environ["PYTEST_XDIST_WORKER"]
+    seen.write_text(str(ft_data_dir))
+"""
+
+
+def test_each_xdist_worker_has_its_own_data_dir(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """make test runs files side by side (pytest-xdist): a lab server started by one
+    test listed the clusters and runs of the others, which shared the data folder."""
+    pytester.makepyfile(test_side_a=SIDE_BY_SIDE, test_side_b=SIDE_BY_SIDE)
+    monkeypatch.setenv("FT_SEEN", str(pytester.path))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile"
+    )
+    result.assert_outcomes(passed=2)
+    folders = {p.name: Path(p.read_text()) for p in pytester.path.glob("gw*")}
+    assert sorted(folders) == ["gw0", "gw1"], folders
+    assert folders["gw0"] != folders["gw1"]
+    assert folders["gw0"].parent == folders["gw1"].parent  # both under the session's root
+
+
 def test_a_clean_run_passes_and_uses_a_private_data_dir(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_clean="""
