@@ -68,10 +68,10 @@ chromium:
 	    (apt-get update >/dev/null 2>&1 && apt-get install -y chromium >/dev/null 2>&1); \
 	  else echo "Chromium is missing: the browser tests will be skipped (apt-get install chromium)"; fi
 
-# The suite mostly waits (clusters forming, kernels starting, browsers loading): three
+# The suite mostly waits (clusters forming, kernels starting, browsers loading): four
 # pytest-xdist workers fill two cores. --dist loadfile keeps a file on one worker, so a
 # module's shared cluster starts once and a file's tests never race each other.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 test: labextension chromium $(MANAGERS)/.installed
 	cd labextension && jlpm lint && jlpm test
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile

@@ -23,13 +23,35 @@ _KIND_BY_FOLDER = {
 }
 
 
+#: Files that take a minute or more (kills and recoveries, demos played at a person's
+#: pace, browsers), longest first: collected first, so that under pytest-xdist (make
+#: test, --dist loadfile) they start first and the short files fill in around them
+#: instead of one of them starting last and running alone.
+_LONG_FIRST = (
+    "chaos/test_train_drills",
+    "integration/test_demo",
+    "chaos/",
+    "integration/test_train_runs",
+    "browser/",
+    "integration/test_wheel",
+    "integration/test_own_cluster",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by the folder it lives in, so `-m unit` etc. select by kind."""
+    """Mark each test by the folder it lives in, so `-m unit` etc. select by kind; put
+    the long files first (a stable sort: a file's own tests keep their order)."""
+    here = Path(__file__).parent
     for item in items:
-        folder = Path(item.path).relative_to(Path(__file__).parent).parts[0]
+        folder = Path(item.path).relative_to(here).parts[0]
         kind = _KIND_BY_FOLDER.get(folder)
         if kind is not None:
             item.add_marker(kind)
+    items.sort(key=lambda item: _rank(Path(item.path).relative_to(here).as_posix()))
+
+
+def _rank(path: str) -> int:
+    return next((i for i, p in enumerate(_LONG_FIRST) if path.startswith(p)), len(_LONG_FIRST))
 
 
 @pytest.fixture
