@@ -50,6 +50,7 @@ __all__ = [
     "final_weights",
     "reference_weights",
     "run_drill",
+    "wait_for_workers",
 ]
 
 #: Relative tolerance of a run without ``deterministic=True`` against the reference.
@@ -275,7 +276,7 @@ def run_drill(
     from ft_notebook.train import fit
 
     started = time.monotonic()
-    _all_workers(client, workers)
+    wait_for_workers(client, workers)
     since = _last_seq(client)
     kw = drill_problem(**problem)
     run = fit(
@@ -345,7 +346,9 @@ def _world_back_after(
     return min(back) - last if back else None
 
 
-def _all_workers(client: Any, n: int) -> None:
+def wait_for_workers(client: Any, n: int) -> None:
+    """Wait (90 s at most) until the cluster has ``n`` workers or more: a fault before
+    may have killed some that are still coming back."""
     poll_for(
         lambda: len(client.scheduler_info(n_workers=-1)["workers"]) >= n,
         timeout=90,

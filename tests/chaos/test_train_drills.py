@@ -2,34 +2,22 @@
 must complete, use every sample exactly once per epoch, end on the weights of an
 undisturbed run (bit-identical with ``deterministic=True``, within 1e-4 otherwise)
 and name every fault it met. ``benchmarks/bench_drills.py`` runs many
-more seeds; these are a few, chosen to cover every kind of fault and both modes."""
+more seeds; these are a few, chosen to cover every kind of fault and both modes.
+The named cases and the realistic models are in ``test_train_drills_cases.py``."""
 
 from __future__ import annotations
 
-import functools
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 from distributed import Client
 
-from ft_notebook.cluster.chaos import kill_worker
-from ft_notebook.testing import poll_for, training_cluster
-from ft_notebook.testing.training import held_while
 from ft_notebook.testing.training_chaos import (
-    TOLERANCE,
-    DrillModel,
     FaultKind,
-    distance,
     draw_faults,
-    drill_problem,
-    final_weights,
-    reference_weights,
     run_drill,
 )
-from ft_notebook.train import Run, epoch_order, fit
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -38,33 +26,6 @@ STEPS = 256  # drill_problem's 12,288 samples in batches of 96, for 2 epochs
 #: recovery, a restarted worker killed while it warms up, hangs; both modes (odd
 #: seeds are deterministic).
 SEEDS = (0, 5, 6, 10, 12, 16)
-
-
-@pytest.fixture(scope="module")
-def trio() -> Iterator[Client]:
-    with training_cluster(3) as client:
-        yield client
-
-
-def all_three(client: Client) -> None:
-    poll_for(
-        lambda: len(client.scheduler_info(n_workers=-1)["workers"]) == 3,
-        timeout=90,
-        what="3 workers",
-    )
-
-
-@pytest.fixture(scope="module")
-def references(
-    trio: Client, tmp_path_factory: pytest.TempPathFactory
-) -> dict[bool, list[torch.Tensor]]:
-    """The undisturbed run's final weights, by ``deterministic``."""
-    store = str(tmp_path_factory.mktemp("references"))
-    all_three(trio)
-    return {
-        d: reference_weights(trio, name=f"reference-{int(d)}", store=store, deterministic=d)
-        for d in (False, True)
-    }
 
 
 def test_the_drills_cover_every_kind_of_fault_and_both_modes() -> None:
@@ -76,11 +37,15 @@ def test_the_drills_cover_every_kind_of_fault_and_both_modes() -> None:
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_random_fault_sequence_ends_where_the_undisturbed_run_does(
-    trio: Client, references: dict[bool, list[torch.Tensor]], tmp_path: Path, seed: int
+    drill_trio: Client, drill_references: dict[bool, list[torch.Tensor]], tmp_path: Path, seed: int
 ) -> None:
     plan = draw_faults(seed, STEPS)
     result = run_drill(
-        trio, plan, references[plan.deterministic], name=f"drill-{seed}", store=str(tmp_path)
+        drill_trio,
+        plan,
+        drill_references[plan.deterministic],
+        name=f"drill-{seed}",
+        store=str(tmp_path),
     )
     assert result.struck, result.describe()  # the faults landed inside the run
     assert result.counted
@@ -88,223 +53,3 @@ def test_a_random_fault_sequence_ends_where_the_undisturbed_run_does(
     # workers come back (forked again within ~0.1 s) and rejoin: every seed's last fault
     # strikes by step 184 of 256, and the run ends with all three training again
     assert result.world_back_after is not None, result.describe()
-
-
-@pytest.mark.parametrize(
-    ("model", "seed"),
-    [("cnn", 9), ("transformer", 2)],  # deterministic: a double kill, then rank 0; default: a kill
-)
-def test_realistic_models_end_where_the_undisturbed_run_does(
-    trio: Client, tmp_path: Path, model: str, seed: int
-) -> None:
-    """A CNN with BatchNorm, dropout and random augmentation on digits, and a causal
-    transformer with dropout on text read from disk, each with an LR schedule,
-    gradient clipping and an eval_fn: after random faults, the whole state_dict
-    (parameters and buffers) and the evaluation are the undisturbed run's (bit for
-    bit when deterministic); every sample counted once per epoch. The drills
-    benchmark runs many seeds of both."""
-    plan = draw_faults(seed, STEPS)
-    all_three(trio)
-    reference = reference_weights(
-        trio,
-        name=f"reference-{model}",
-        store=str(tmp_path / "references"),
-        deterministic=plan.deterministic,
-        model=model,
-        delay_s=0.0,
-    )
-    result = run_drill(
-        trio,
-        plan,
-        reference,
-        name=f"drill-{model}",
-        store=str(tmp_path / "drills"),
-        model=model,
-        delay_s=0.0,
-    )
-    assert result.struck, result.describe()
-    assert result.counted
-    assert result.metric.keys() == result.reference_metric.keys() != set()
-    assert result.ok, result.describe()
-
-
-def test_the_two_kills_that_showed_the_divergence_end_on_the_reference(
-    trio: Client, tmp_path: Path
-) -> None:
-    """Issue 17's run, model and all: worker 2 lost at step 27, worker 0 at step 63,
-    worker 1 alone to the end. Summed as one float32 slice per rank in the order they
-    came, it ended 10% away from the undisturbed run: at step 75 a ReLU input sat
-    within rounding of zero for one sample, flipped on 1e-7 of difference, and AdamW
-    carried that on. The sums are now the same whatever the world size.
-
-    The faults are placed by steps, not time: a sample of each of those steps takes
-    0.5 s to fetch the first time, on a rank that stays, and the kill lands then."""
-    all_three(trio)  # a test before may have killed some: the parts are the first world
-    reference = fit(
-        epochs=2,
-        cluster=trio,
-        name="divergence-reference",
-        store=str(tmp_path / "a"),
-        checkpoint_every=50,
-        wait=True,
-        timeout=300,
-        **drill_problem(counters=False, delay_s=0.0),
-    )
-    problem = drill_problem(counters=False, delay_s=0.0)
-    order = epoch_order(0, 0, len(problem["data"]))
-    at_27 = int(order[27 * 96])  # the first sample of step 27: rank 0's, of 3
-    at_63 = int(order[63 * 96 + 95])  # the last of step 63: rank 1's, of 2
-    markers = tmp_path / "fetched"
-    markers.mkdir()
-    problem["data"].slow = {at_27: 0.5, at_63: 0.5}
-    problem["data"].slow_once_each = str(markers)
-    # the killed workers restart in seconds: held out until the run ends, or on a fast
-    # machine worker 2 was back before step 75, and the run was not issue 17's any more
-    hold = tmp_path / "hold"
-    problem["model"] = functools.partial(held_while, str(hold), problem["model"])
-    run = fit(
-        epochs=2,
-        cluster=trio,
-        name="divergence",
-        store=str(tmp_path / "b"),
-        checkpoint_every=50,
-        min_workers=1,
-        wait=False,
-        **problem,
-    )
-    poll_for((markers / str(at_27)).exists, timeout=120, what="step 27")
-    hold.touch()
-    kill_worker(trio, "2")
-    poll_for((markers / str(at_63)).exists, timeout=120, what="step 63")
-    kill_worker(trio, "0")
-    try:
-        run.wait(timeout=300)
-    finally:
-        hold.unlink()
-    info = run.info()
-    assert [(r["step"], r["workers_after"]) for r in info["recoveries"]] == [(28, 2), (64, 1)]
-    assert info["joins"] == [], "a worker rejoined: the drill no longer runs 1 worker at 75"
-    gap = distance(final_weights(run), final_weights(reference))
-    assert gap <= TOLERANCE, f"{gap:.3g} away from the undisturbed run"
-
-
-def test_a_run_of_two_workers_that_loses_one_ends_bit_identical(
-    trio: Client, tmp_path: Path
-) -> None:
-    """A run that never has more than two workers sums its two parts in float32, in
-    place: one rounding of p0 + p1 whether two ranks all-reduce them or the survivor
-    adds them in two backward passes. So a kill must not move a single bit of its
-    weights, with ``deterministic=False``."""
-    all_three(trio)
-
-    def pair(name: str, **kw: object) -> Run:
-        return fit(
-            epochs=2,
-            cluster=trio,
-            name=name,
-            store=str(tmp_path / name),
-            checkpoint_every=50,
-            max_workers=2,
-            min_workers=1,
-            **kw,  # type: ignore[arg-type]
-        )
-
-    reference = pair("pair-reference", wait=True, timeout=300, **drill_problem(counters=False))
-    run = pair("pair", wait=False, **drill_problem(counters=False))
-    info = poll_for(
-        lambda: (i := run.info())["step"] >= 40 and i["world_size"] == 2 and i,
-        timeout=120,
-        what="step 40 with two workers",
-    )
-    kill_worker(trio, str(info["members"][1]))
-    run.wait(timeout=300)
-    recoveries = run.info()["recoveries"]
-    assert recoveries, "the kill struck no member of the run"
-    assert min(r["workers_after"] for r in recoveries) == 1
-    weights, expected = final_weights(run), final_weights(reference)
-    assert all(torch.equal(a, b) for a, b in zip(weights, expected, strict=True)), (
-        f"{distance(weights, expected):.3g} away from the undisturbed run"
-    )
-
-
-def _model_drawing_more_on_worker_0(samples: int) -> DrillModel:
-    """The drill model, built after one more draw from torch's generator on worker 0:
-    what another thread of that worker drawing meanwhile did to its initial weights
-    (issue 17, seeds 57 and 97 of 200: a late joiner of the run before built its model
-    on the same worker while this run's rank 0 built its own)."""
-    from distributed import Worker
-
-    if any(str(w.name) == "0" for w in list(Worker._instances)):
-        torch.rand(7)
-    return DrillModel(samples)
-
-
-def test_a_rank_that_built_other_initial_weights_cannot_hand_them_to_the_run(
-    trio: Client, references: dict[bool, list[torch.Tensor]], tmp_path: Path
-) -> None:
-    """Rank 0's state used to be everyone's first state, unchecked: its other weights
-    trained, verified and COMPLETED 1.77 away from the undisturbed run. The ranks
-    compare what their factories built and take what most of them built."""
-    all_three(trio)
-    problem = drill_problem()
-    problem["model"] = functools.partial(_model_drawing_more_on_worker_0, len(problem["data"]))
-    run = fit(
-        epochs=2,
-        cluster=trio,
-        name="other-initial-weights",
-        store=str(tmp_path),
-        checkpoint_every=16,
-        deterministic=True,
-        wait=True,
-        timeout=300,
-        **problem,
-    )
-    weights = final_weights(run)
-    assert all(torch.equal(a, b) for a, b in zip(weights, references[True], strict=True)), (
-        f"{distance(weights, references[True]):.3g} away from the undisturbed run"
-    )
-    repairs = [n for n in run.info()["notes"] if n.get("kind") == "state-repaired"]
-    assert [(list(n["workers"]), n["when"]) for n in repairs] == [
-        (["0"], "building the initial state")
-    ]
-
-
-class _SlowToBuild(DrillModel):
-    """The drill model, with a pause between its layers' draws: two ranks of one
-    worker building it at once draw interleaved, unless they take turns."""
-
-    def __init__(self, samples: int) -> None:
-        torch.nn.Module.__init__(self)
-        self.counts = torch.nn.Parameter(torch.zeros(samples))
-        first = torch.nn.Linear(32, 128)
-        time.sleep(0.2)
-        self.net = torch.nn.Sequential(
-            first,
-            torch.nn.ReLU(),
-            torch.nn.Linear(128, 128),
-            torch.nn.ReLU(),
-            torch.nn.Linear(128, 4),
-        )
-
-
-def test_two_runs_started_at_once_each_end_where_it_would_alone(
-    trio: Client, tmp_path: Path
-) -> None:
-    """Two runs on one cluster build their models on the same workers at the same
-    moment: each must still start from, and end on, the weights it gets alone."""
-    all_three(trio)
-    problem = drill_problem(samples=1536, delay_s=0.0)
-    problem["model"] = functools.partial(_SlowToBuild, 1536)
-    common = dict(epochs=2, cluster=trio, checkpoint_every=8, deterministic=True, **problem)
-    alone = final_weights(
-        fit(name="alone", store=str(tmp_path / "alone"), wait=True, timeout=300, **common)
-    )
-    pair = [
-        fit(name=f"beside-{i}", store=str(tmp_path / str(i)), wait=False, **common) for i in (0, 1)
-    ]
-    for run in pair:
-        run.wait(timeout=300)
-        weights = final_weights(run)
-        assert all(torch.equal(a, b) for a, b in zip(weights, alone, strict=True)), (
-            f"{run.name}: {distance(weights, alone):.3g} away from the run alone"
-        )

@@ -1,12 +1,13 @@
-"""Demo 02 (elastic training) at a person's pace, and with a kernel restart while
-it trains (see ``_demo_player``)."""
+"""Demo 02 (elastic training) at a person's pace (see ``_demo_player``); the play with a
+kernel restart while it trains is in ``test_demo_02_restart.py``, so the two run side
+by side."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from _demo_player import paced, restarted
+from _demo_player import paced
 
 pytestmark = pytest.mark.integration
 
@@ -20,14 +21,3 @@ def test_demo_02_at_a_person_s_pace(tmp_path: Path) -> None:
     assert "hanging" in player.outputs(hang), player.outputs(hang)
     print(player.outputs(down))  # still training, or ended: the demo handles both
     print(player.history())
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(400)
-def test_demo_02_survives_a_kernel_restart_while_it_trains(tmp_path: Path) -> None:
-    """Restarted right after the run started: the run goes on in the cluster, and the
-    cell that started it attaches to it from the new kernel instead of starting
-    another (a second run would fight the first for the workers); the faults after it
-    act on the attached run."""
-    player, at = restarted("02_elastic_training", tmp_path)
-    assert "attached to demo-elastic-" in player.outputs(at), player.outputs(at)
