@@ -134,8 +134,9 @@ class RequestTooLarge(InputRejected):
 
 
 class PoisonRequest(ServeError):
-    """Two replicas were lost or failed under the same request: it is not sent to a
-    third, and fails alone (the input may be what takes replicas down)."""
+    """A request lost its replica, and re-sent, it killed the fork of another replica
+    it ran alone in (or, where replicas cannot fork, a second replica): it is not sent
+    again, and fails alone (the input is likely what takes processes down)."""
 
 
 class ServiceClosed(ServeError):

@@ -67,6 +67,15 @@ def poison(name: str, size: int, lost: list[str], errors: list[str]) -> PoisonRe
     )
 
 
+def poison_alone(name: str, size: int, lost: list[str], reply: dict[str, Any]) -> PoisonRequest:
+    return PoisonRequest(
+        f"A request of {shown_bytes(size)} to service {name!r} lost replica {lost[0]}, "
+        f"and {reply['error']}: the input is what takes processes down (a crash on it, or "
+        f"more memory than the model has). It was not sent again; no other replica ran "
+        f"it, and the other requests go on."
+    )
+
+
 def unavailable(name: str, why: str) -> ServiceUnavailable:
     return ServiceUnavailable(
         f"No replica of service {name!r} can answer ({why}) and it has no fallback. "

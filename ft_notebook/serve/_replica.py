@@ -28,6 +28,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol.serialize import to_serialize
 
 from ft_notebook._random import DRAWS
+from ft_notebook.serve import _sandbox
 
 PLUGIN_NAME = "ft-notebook-replicas"
 
@@ -87,7 +88,11 @@ class Replica:
             out = self.model(_to_device(x, self.device))
         return _to_cpu(out)
 
-    async def predict(self, x: Any) -> dict[str, Any]:
+    async def predict(
+        self, x: Any, *, isolated: bool = False, timeout_s: float = 60.0
+    ) -> dict[str, Any]:
+        if isolated and _sandbox.available(self.device):
+            return await self._predict_isolated(x, timeout_s)
         self.inflight += 1
         try:
             loop = asyncio.get_running_loop()
@@ -113,6 +118,31 @@ class Replica:
             self._tell("")
         self.failures, self.told_failing = 0, False
         return {"status": "OK", "y": to_serialize(y)}
+
+    async def _predict_isolated(self, x: Any, timeout_s: float) -> dict[str, Any]:
+        """``x`` run alone in a fork of this process (see :mod:`._sandbox`): a crash on
+        it ends the fork, and this replica serves on."""
+        loop = asyncio.get_running_loop()
+        self.inflight += 1
+        try:
+            child = await loop.run_in_executor(self.executor, _sandbox.fork, self._call, x)
+            outcome = await loop.run_in_executor(None, _sandbox.collect, child, timeout_s)
+        finally:
+            self.inflight -= 1
+        kind = outcome[0]
+        if kind == "ok":
+            self.served += 1
+            return {"status": "OK", "y": to_serialize(outcome[1]), "isolated": True}
+        if kind == "memory":
+            error = f"{outcome[1]} (the model ran out of memory on this input)"
+            return {"status": "rejected", "error": error, "isolated": True}
+        if kind == "raised":
+            self._failed(outcome[1])
+            return {"status": "rejected", "error": outcome[1], "traceback": outcome[2]}
+        if kind == "died":
+            error = f"the copy of replica {self.key} that ran it alone was {outcome[1]}"
+            return {"status": "poisoned", "error": error}
+        return {"status": "late", "error": f"no answer within {outcome[1]:.3g} s, run alone"}
 
     def _failed(self, error: str) -> None:
         self.failures += 1
@@ -210,12 +240,16 @@ def state(key: str) -> dict[str, Any] | None:
     return None if replica is None else replica.describe()
 
 
-async def predict(key: str, incarnation: str, x: Any) -> dict[str, Any]:
+async def predict(
+    key: str, incarnation: str, x: Any, isolated: bool = False, timeout_s: float = 60.0
+) -> dict[str, Any]:
+    """``isolated``: the request lost a replica under it; run it in a fork (if this
+    replica can) so that, if it is what kills processes, it kills only the fork."""
     replica = _REPLICAS.get(key)
     if replica is None or replica.incarnation != incarnation or replica.state != "ready":
         found = "none" if replica is None else replica.state
         return {"status": "not-ready", "error": f"replica {key} is {found} on this worker"}
-    return await replica.predict(x)
+    return await replica.predict(x, isolated=isolated, timeout_s=timeout_s)
 
 
 def ping(key: str) -> dict[str, Any]:

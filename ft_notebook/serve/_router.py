@@ -8,9 +8,11 @@ its :class:`~._rotation.Rotation`'s. Per request:
       ─► least outstanding replica whose breaker allows it
       ─► no answer after the observed p95: hedge to a second replica (budgeted; never
          a request over ``hedge_max_bytes``)
-      ─► the replica fails under it: re-send to another (budgeted, ``retries``); a
-         second replica lost under it while another still answers: PoisonRequest,
-         never a third
+      ─► the replica fails under it: re-send to another (budgeted, ``retries``), run
+         there in a fork of the replica's process (:mod:`._sandbox`): the fork dies on
+         it: PoisonRequest, and no second replica was lost. Where a replica cannot
+         fork (CUDA), a second replica lost under it while another still answers:
+         PoisonRequest, never a third
       ─► no replica can: the fallback answers (tier FALLBACK), else ServiceUnavailable
       ─► the deadline passes: DeadlineExceeded
 
@@ -34,7 +36,7 @@ from ft_notebook.events import Health
 from ft_notebook.serve import _refusals as refusals
 from ft_notebook.serve._policy import Budget, Latencies, Pace, request_bytes
 from ft_notebook.serve._rotation import ReplicaView, Rotation
-from ft_notebook.serve._suspects import InFlight, others_answer, spread_loss
+from ft_notebook.serve._suspects import InFlight, others_answer, pick_for_suspect, spread_loss
 
 #: Successful calls seen before hedging starts: a p95 of fewer means little.
 _HEDGE_AFTER_SAMPLES = 20
@@ -143,15 +145,21 @@ class Router:
             self._hedge_cache = (answered, delay)
         return self._hedge_cache[1]
 
-    def _attempt(self, view: ReplicaView, x: Any) -> asyncio.Task[Any]:
+    def _attempt(
+        self, view: ReplicaView, x: Any, isolated_s: float | None = None
+    ) -> asyncio.Task[Any]:
+        """Send ``x`` to ``view``'s replica; ``isolated_s``: run it in a fork of the
+        replica's process, given that long (a suspect, see :mod:`._sandbox`)."""
+
         async def send() -> tuple[dict[str, Any], float]:
             started = time.monotonic()
             view.inflight += 1
             view.since.append(started)
             view.breaker.started()
+            alone = {} if isolated_s is None else {"isolated": True, "timeout_s": isolated_s}
             try:
                 reply = await self.client.rpc(view.address).ft_serve_predict(
-                    key=view.key, incarnation=view.incarnation, x=to_serialize(x)
+                    key=view.key, incarnation=view.incarnation, x=to_serialize(x), **alone
                 )
             except (OSError, asyncio.TimeoutError) as e:  # CommClosedError is an OSError
                 raise _ReplicaFailed(f"{type(e).__name__}: {e}", True) from e
@@ -164,22 +172,6 @@ class Router:
         view.attempts.add(task)
         task.add_done_callback(view.attempts.discard)
         return task
-
-    async def _pick_for_suspect(self, tried: set[str], deadline: float) -> ReplicaView | None:
-        """A replica for a request whose replica was lost under it (a suspect): one with
-        no other suspect in flight, waiting for one if need be. Two suspects on one
-        replica that a poison request then kills would both have lost two replicas,
-        the innocent one too; alone, only the poison request has.
-
-        The requests that were on the lost replica hold suspects wherever else they
-        are (their hedges), marked as the loss was seen (:meth:`_lost`): re-sent there,
-        a poison request killed an innocent one's hedge too."""
-        while True:
-            busy = {v.key for v in self.views.values() if v.suspect}
-            view = self._pick(tried | busy)
-            if view is not None or self._pick(tried) is None or time.monotonic() > deadline:
-                return view
-            await asyncio.sleep(0.002)
 
     def check_open(self) -> None:
         if self.closed:
@@ -233,13 +225,14 @@ class Router:
                 if not pending:
                     suspect = bool(lost_under)
                     if suspect:
-                        view = await self._pick_for_suspect(tried, deadline)
+                        view = await pick_for_suspect(self._pick, self.views, tried, deadline)
                     else:
                         view = self._pick(tried)
                     if view is None:
                         break
                     request.sent(view, suspect=suspect)
-                    pending[self._attempt(view, x)] = view
+                    alone = max(0.0, deadline - time.monotonic()) if suspect else None
+                    pending[self._attempt(view, x, alone)] = view
                     considered = considered or suspect  # a suspect is not hedged
                 left = deadline - time.monotonic()
                 hedge_after = self._hedge_after() if hedge and not considered else None
@@ -279,10 +272,12 @@ class Router:
                         return self._answered(
                             view, reply, task.result()[1], started, used_retries, hedged
                         )
-                    if reply is not None and reply["status"] == "rejected":
+                    if reply is not None and reply["status"] in ("rejected", "poisoned"):
                         for loser in pending:
                             loser.cancel()
                         self.counts["failed"] += 1
+                        if reply["status"] == "poisoned":  # it killed the fork it ran in
+                            raise refusals.poison_alone(self.name, size, lost_under, reply)
                         raise refusals.rejected(self.name, size, view.key, reply)
                     tried.add(view.key)
                     errors.append(f"{view.key}: {why}")
@@ -325,7 +320,7 @@ class Router:
         if error is not None:
             return None, f"{type(error).__name__}: {error}", False, explain(error, replica=key)
         reply = task.result()[0]
-        if reply["status"] in ("OK", "rejected"):
+        if reply["status"] in ("OK", "rejected", "poisoned"):
             return reply, "", False, Reason("")
         why = f"{reply['status']}: {reply.get('error', '')}"
         if reply["status"] == "not-ready":  # it never ran the request

@@ -12,6 +12,7 @@ re-sent (:meth:`InFlight.mark`, called for every holder of a lost replica).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 
 from ft_notebook.serve._rotation import ReplicaView
@@ -98,3 +99,27 @@ async def others_answer(
     if not others:
         return False
     return any(await asyncio.gather(*(answers(v) for v in others)))
+
+
+async def pick_for_suspect(
+    pick: Callable[[set[str]], ReplicaView | None],
+    views: Mapping[str, ReplicaView],
+    tried: set[str],
+    deadline: float,
+) -> ReplicaView | None:
+    """A replica for a request whose replica was lost under it (a suspect): one with
+    no other suspect in flight, waiting for one if need be (``pick``: the router's
+    choice among those not excluded). Two suspects on one replica that a poison
+    request then kills would both have lost two replicas, the innocent one too; alone,
+    only the poison request has. (A replica that runs suspects in a fork loses
+    nothing to them; one on CUDA runs them itself.)
+
+    The requests that were on the lost replica hold suspects wherever else they are
+    (their hedges), marked as the loss was seen (:func:`spread_loss`): re-sent there,
+    a poison request killed an innocent one's hedge too."""
+    while True:
+        busy = {v.key for v in views.values() if v.suspect}
+        view = pick(tried | busy)
+        if view is not None or pick(tried) is None or time.monotonic() > deadline:
+            return view
+        await asyncio.sleep(0.002)

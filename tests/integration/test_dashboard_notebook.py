@@ -77,7 +77,11 @@ class RecordingClient(NotebookClient):  # type: ignore[misc]
 
 @pytest.fixture(scope="module")
 def trio() -> Iterator[Client]:
-    with training_cluster(3) as client:
+    # spawned workers, as the browser dashboard test's: a forked one is back within
+    # ~0.1 s of its kill, and the run's DEGRADED (2 of 3 training) can then begin and
+    # end between two renders of the badge (a fresh clone's make test saw HEALTHY,
+    # RECOVERING, HEALTHY); a spawned one takes ~2 s, and every state is drawn
+    with training_cluster(3, worker_start="spawn") as client:
         yield client
 
 

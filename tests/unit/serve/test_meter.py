@@ -30,7 +30,7 @@ def _router(took: list[float]) -> Router:
         router.views[f"svc/{i}"] = ReplicaView({**row, "incarnation": "x"}, 3, 1.0)
     latencies = itertools.cycle(took)
 
-    def attempt(view: ReplicaView, x: Any) -> asyncio.Task[Any]:
+    def attempt(view: ReplicaView, x: Any, isolated_s: float | None = None) -> asyncio.Task[Any]:
         async def answer() -> tuple[dict[str, Any], float]:
             return {"status": "OK", "y": x}, next(latencies)
 

@@ -23,19 +23,28 @@ pytestmark = pytest.mark.unit
 
 class Scripted:
     """The replicas' answers: each attempt on a replica plays the next of its outcomes
-    ("lost": its connection breaks; "slow": an answer after 0.3 s; else at once)."""
+    ("lost": its connection breaks; "slow": an answer after 0.3 s; "poisoned": the fork
+    that ran it alone died; else at once). ``isolated``: the attempts asked to run in
+    a fork (None: not)."""
 
     def __init__(self, router: Router, outcomes: dict[str, list[str]]) -> None:
         self.outcomes, self.sent = outcomes, []
+        self.isolated: list[float | None] = []
         router._attempt = self.attempt  # type: ignore[method-assign]
 
-    def attempt(self, view: ReplicaView, x: Any) -> asyncio.Task[Any]:
+    def attempt(
+        self, view: ReplicaView, x: Any, isolated_s: float | None = None
+    ) -> asyncio.Task[Any]:
         self.sent.append(view.key)
+        self.isolated.append(isolated_s)
         outcome = self.outcomes[view.key].pop(0) if self.outcomes[view.key] else "ok"
 
         async def answer() -> tuple[dict[str, Any], float]:
             if outcome == "lost":
                 raise _ReplicaFailed("CommClosedError: in <TCP>: Stream is closed", True)
+            if outcome == "poisoned":
+                error = f"the copy of replica {view.key} that ran it alone was killed by SIGKILL"
+                return {"status": "poisoned", "error": error}, 0.001
             if outcome == "slow":
                 await asyncio.sleep(0.3)
             return {"status": "OK", "y": view.key}, 0.001
@@ -60,7 +69,34 @@ def _router(fallback: Any = None, alive: tuple[str, ...] = ("svc/2",), **routing
     return router
 
 
+def test_a_request_that_lost_its_replica_runs_alone_where_it_is_re_sent() -> None:
+    """Re-sent after its replica was lost, a request runs in a fork of the next
+    replica's process, given what is left of its deadline; the first try is not."""
+    router = _router()
+    script = Scripted(router, {"svc/0": ["lost"], "svc/1": [], "svc/2": []})
+    answer = asyncio.run(router.call(torch.zeros(2, 64), hedge=False, deadline_s=5.0))
+    assert answer.replica == "svc/1"
+    first, again = script.isolated
+    assert first is None
+    assert again is not None
+    assert 4.0 < again <= 5.0
+
+
+def test_a_request_that_kills_the_fork_it_runs_alone_in_costs_one_replica() -> None:
+    """A poison request lost two replicas, the first and the one it was re-sent to.
+    Run alone in a fork there, it kills the fork: it fails as PoisonRequest at once,
+    one replica lost, and the third never sees it."""
+    router = _router(fallback=lambda x: "fallback")
+    script = Scripted(router, {"svc/0": ["lost"], "svc/1": ["poisoned"], "svc/2": []})
+    with pytest.raises(PoisonRequest, match=r"256 B .* lost replica svc/0, and the copy of") as e:
+        asyncio.run(router.call(torch.zeros(2, 32), hedge=False))
+    assert "killed by SIGKILL" in str(e.value)
+    assert script.sent == ["svc/0", "svc/1"]  # not the third, and not the fallback
+    assert asyncio.run(router.call(torch.zeros(1, 64))).replica == "svc/1"  # it serves on
+
+
 def test_a_request_that_loses_two_replicas_fails_alone_and_never_reaches_a_third() -> None:
+    """Where the replica it is re-sent to cannot fork (on CUDA), it runs there."""
     router = _router(fallback=lambda x: "fallback")
     script = Scripted(router, {"svc/0": ["lost"], "svc/1": ["lost"], "svc/2": []})
     x = torch.zeros(1000, 64)
