@@ -68,11 +68,12 @@ def poison(name: str, size: int, lost: list[str], errors: list[str]) -> PoisonRe
 
 
 def poison_alone(name: str, size: int, lost: list[str], reply: dict[str, Any]) -> PoisonRequest:
+    took = f"lost replica {lost[0]}, and " if lost else "was slow, and hedged, "
     return PoisonRequest(
-        f"A request of {shown_bytes(size)} to service {name!r} lost replica {lost[0]}, "
-        f"and {reply['error']}: the input is what takes processes down (a crash on it, or "
-        f"more memory than the model has). It was not sent again; no other replica ran "
-        f"it, and the other requests go on."
+        f"A request of {shown_bytes(size)} to service {name!r} {took}{reply['error']}: the "
+        f"input is what takes processes down (a crash on it, or more memory than the model "
+        f"has). It was not sent again; no other replica ran it, and the other requests go "
+        f"on."
     )
 
 

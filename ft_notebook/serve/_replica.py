@@ -177,6 +177,8 @@ class Replica:
             "warmup_s": self.warmup_s,
             "inflight": self.inflight,
             "served": self.served,
+            # whether a suspect request sent here runs in a fork (see _sandbox)
+            "forks": self.state == "ready" and _sandbox.available(self.device),
         }
 
     def close(self) -> None:

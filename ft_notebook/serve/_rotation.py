@@ -46,8 +46,11 @@ class ReplicaView:
         self.attempts: set[asyncio.Task[Any]] = set()
         self.ping: asyncio.Task[None] | None = None  # the health check in flight
         self.since: list[float] = []  # when each call in flight was sent
-        #: a request that lost a replica is in flight here (one at most)
+        #: a request that lost a replica is in flight here (one at most, unless it forks)
         self.suspect = False
+        #: suspects and hedges run in a fork of its process (a CPU replica on Linux, as
+        #: its pings say): one that is poison cannot take the replica down
+        self.forks = False
         #: the requests with an attempt here whose outcome they have not handled yet
         self.holders: set[Any] = set()
         #: the raw error behind the breaker's reason (a tooltip's), "" when none
@@ -198,10 +201,12 @@ class Rotation:
                 or found.get("state") != ReplicaState.READY
             ):
                 self.eject(view, f"the replica is {found.get('state')} on its worker")
-            elif not view.breaker.in_rotation() and view.breaker.allows():
-                # open for its time and answering again: the ping is its half-open probe,
-                # so a replica back from a hang rejoins even while no request comes
-                view.breaker.succeeded()
+            else:
+                view.forks = bool(found.get("forks"))
+                if not view.breaker.in_rotation() and view.breaker.allows():
+                    # open for its time and answering again: the ping is its half-open
+                    # probe, so a replica back from a hang rejoins while no request comes
+                    view.breaker.succeeded()
         except Exception as e:
             limit = f"{self.settings.health_timeout_s:g} s"
             if isinstance(e, asyncio.TimeoutError):

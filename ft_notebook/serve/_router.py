@@ -6,8 +6,8 @@ its :class:`~._rotation.Rotation`'s. Per request:
 
     admit (or Overloaded, RequestTooLarge, ServiceClosed at once)
       ─► least outstanding replica whose breaker allows it
-      ─► no answer after the observed p95: hedge to a second replica (budgeted; never
-         a request over ``hedge_max_bytes``)
+      ─► no answer after the observed p95: hedge to a second replica, run there in a
+         fork (budgeted; never a request over ``hedge_max_bytes``)
       ─► the replica fails under it: re-send to another (budgeted, ``retries``), run
          there in a fork of the replica's process (:mod:`._sandbox`): the fork dies on
          it: PoisonRequest, and no second replica was lost. Where a replica cannot
@@ -34,9 +34,10 @@ from distributed.protocol.serialize import to_serialize
 from ft_notebook._reasons import Reason, explain
 from ft_notebook.events import Health
 from ft_notebook.serve import _refusals as refusals
+from ft_notebook.serve import _suspects as suspects
 from ft_notebook.serve._policy import Budget, Latencies, Pace, request_bytes
 from ft_notebook.serve._rotation import ReplicaView, Rotation
-from ft_notebook.serve._suspects import InFlight, others_answer, pick_for_suspect, spread_loss
+from ft_notebook.serve._suspects import InFlight, others_answer, spread_loss
 
 #: Successful calls seen before hedging starts: a p95 of fewer means little.
 _HEDGE_AFTER_SAMPLES = 20
@@ -225,7 +226,9 @@ class Router:
                 if not pending:
                     suspect = bool(lost_under)
                     if suspect:
-                        view = await pick_for_suspect(self._pick, self.views, tried, deadline)
+                        view = await suspects.pick_for_suspect(
+                            self._pick, self.views, tried, deadline
+                        )
                     else:
                         view = self._pick(tried)
                     if view is None:
@@ -251,13 +254,16 @@ class Router:
                         raise refusals.late(self.name, deadline_s, asked)
                     considered = True
                     # never beside a suspect: the poison request it may be would kill it
-                    busy = {v.key for v in self.views.values() if v.suspect}
+                    busy = suspects.unsafe_beside_a_suspect(self.views)
                     other = self._pick(tried | busy | {v.key for v in pending.values()})
                     if other is not None and self.hedge_budget.take():
                         hedged = True
                         self.counts["hedges"] += 1
                         request.sent(other, suspect=False)
-                        pending[self._attempt(other, x)] = other
+                        # alone, in a fork: a request slow to answer may be one slow to
+                        # crash its replica, and a hedge would take a second one with it
+                        alone = max(0.0, deadline - time.monotonic())
+                        pending[self._attempt(other, x, alone)] = other
                     continue
                 for task in done:
                     view = pending.pop(task)

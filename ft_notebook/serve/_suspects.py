@@ -118,8 +118,14 @@ async def pick_for_suspect(
     (their hedges), marked as the loss was seen (:func:`spread_loss`): re-sent there,
     a poison request killed an innocent one's hedge too."""
     while True:
-        busy = {v.key for v in views.values() if v.suspect}
+        busy = unsafe_beside_a_suspect(views)
         view = pick(tried | busy)
         if view is not None or pick(tried) is None or time.monotonic() > deadline:
             return view
         await asyncio.sleep(0.002)
+
+
+def unsafe_beside_a_suspect(views: Mapping[str, ReplicaView]) -> set[str]:
+    """The replicas another request must not be sent to now: those running a suspect in
+    their own process (one that cannot fork), which a poison request would kill."""
+    return {v.key for v in views.values() if v.suspect and not v.forks}
