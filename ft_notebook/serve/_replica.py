@@ -56,6 +56,10 @@ class Replica:
         self._rng = random.Random(key)
         # one model call at a time: a model is rarely safe to call from two threads
         self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"ft-notebook-replica-{key}")
+        #: a fork for the requests that may be poison (see _sandbox; None: cannot fork),
+        #: and the thread that waits on it, so that the model's thread never does
+        self.sandbox: _sandbox.Sandbox | None = None
+        self.isolating = ThreadPoolExecutor(1, thread_name_prefix=f"ft-notebook-sandbox-{key}")
         self.executor.submit(self._build)
 
     def _build(self) -> None:
@@ -71,6 +75,9 @@ class Replica:
                 self.model, self.device = _placed(model)
             if self._example is not None:  # the health check: one real call
                 self._call(cloudpickle.loads(self._example))
+            if _sandbox.available(self.device):
+                self.sandbox = _sandbox.Sandbox(self._call)
+                self.sandbox.start()
             self.state = "ready"
         except BaseException as e:
             self.state = "failed"
@@ -91,8 +98,8 @@ class Replica:
     async def predict(
         self, x: Any, *, isolated: bool = False, timeout_s: float = 60.0
     ) -> dict[str, Any]:
-        if isolated and _sandbox.available(self.device):
-            return await self._predict_isolated(x, timeout_s)
+        if isolated and self.sandbox is not None:
+            return await self._predict_isolated(self.sandbox, x, timeout_s)
         self.inflight += 1
         try:
             loop = asyncio.get_running_loop()
@@ -119,17 +126,22 @@ class Replica:
         self.failures, self.told_failing = 0, False
         return {"status": "OK", "y": to_serialize(y)}
 
-    async def _predict_isolated(self, x: Any, timeout_s: float) -> dict[str, Any]:
-        """``x`` run alone in a fork of this process (see :mod:`._sandbox`): a crash on
-        it ends the fork, and this replica serves on."""
+    async def _predict_isolated(
+        self, sandbox: _sandbox.Sandbox, x: Any, timeout_s: float
+    ) -> dict[str, Any]:
+        """``x`` run in this replica's sandbox (see :mod:`._sandbox`): a crash on it
+        ends the sandbox, and this replica serves on, and forks another."""
         loop = asyncio.get_running_loop()
         self.inflight += 1
         try:
-            child = await loop.run_in_executor(self.executor, _sandbox.fork, self._call, x)
-            outcome = await loop.run_in_executor(None, _sandbox.collect, child, timeout_s)
+            if not sandbox.running:  # the last one died on a request: fork another
+                await loop.run_in_executor(self.executor, sandbox.start)
+            outcome = await loop.run_in_executor(self.isolating, sandbox.run, x, timeout_s)
         finally:
             self.inflight -= 1
         kind = outcome[0]
+        if kind in ("died", "late"):  # ready for the next one, off this request's path
+            self.executor.submit(sandbox.start)
         if kind == "ok":
             self.served += 1
             return {"status": "OK", "y": to_serialize(outcome[1]), "isolated": True}
@@ -140,7 +152,7 @@ class Replica:
             self._failed(outcome[1])
             return {"status": "rejected", "error": outcome[1], "traceback": outcome[2]}
         if kind == "died":
-            error = f"the copy of replica {self.key} that ran it alone was {outcome[1]}"
+            error = f"the sandbox of replica {self.key} that ran it alone was {outcome[1]}"
             return {"status": "poisoned", "error": error}
         return {"status": "late", "error": f"no answer within {outcome[1]:.3g} s, run alone"}
 
@@ -178,13 +190,16 @@ class Replica:
             "inflight": self.inflight,
             "served": self.served,
             # whether a suspect request sent here runs in a fork (see _sandbox)
-            "forks": self.state == "ready" and _sandbox.available(self.device),
+            "forks": self.state == "ready" and self.sandbox is not None,
         }
 
     def close(self) -> None:
         self.state = "closed"
         self.model = None
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.isolating.shutdown(wait=False, cancel_futures=True)
+        if self.sandbox is not None:
+            self.sandbox.stop()
 
 
 def _placed(model: Any) -> tuple[Any, Any]:

@@ -6,11 +6,11 @@ its :class:`~._rotation.Rotation`'s. Per request:
 
     admit (or Overloaded, RequestTooLarge, ServiceClosed at once)
       ─► least outstanding replica whose breaker allows it
-      ─► no answer after the observed p95: hedge to a second replica, run there in a
-         fork (budgeted; never a request over ``hedge_max_bytes``)
+      ─► no answer after the observed p95: hedge to a second replica, run there in its
+         sandbox (budgeted; never a request over ``hedge_max_bytes``)
       ─► the replica fails under it: re-send to another (budgeted, ``retries``), run
-         there in a fork of the replica's process (:mod:`._sandbox`): the fork dies on
-         it: PoisonRequest, and no second replica was lost. Where a replica cannot
+         there in its sandbox, a fork of the replica's process (:mod:`._sandbox`): the
+         sandbox dies on it: PoisonRequest, and no second replica was lost. Where a replica cannot
          fork (CUDA), a second replica lost under it while another still answers:
          PoisonRequest, never a third
       ─► no replica can: the fallback answers (tier FALLBACK), else ServiceUnavailable
@@ -149,7 +149,7 @@ class Router:
     def _attempt(
         self, view: ReplicaView, x: Any, isolated_s: float | None = None
     ) -> asyncio.Task[Any]:
-        """Send ``x`` to ``view``'s replica; ``isolated_s``: run it in a fork of the
+        """Send ``x`` to ``view``'s replica; ``isolated_s``: run it in the sandbox of the
         replica's process, given that long (a suspect, see :mod:`._sandbox`)."""
 
         async def send() -> tuple[dict[str, Any], float]:
@@ -260,7 +260,7 @@ class Router:
                         hedged = True
                         self.counts["hedges"] += 1
                         request.sent(other, suspect=False)
-                        # alone, in a fork: a request slow to answer may be one slow to
+                        # in the sandbox: a request slow to answer may be one slow to
                         # crash its replica, and a hedge would take a second one with it
                         alone = max(0.0, deadline - time.monotonic())
                         pending[self._attempt(other, x, alone)] = other
@@ -282,7 +282,7 @@ class Router:
                         for loser in pending:
                             loser.cancel()
                         self.counts["failed"] += 1
-                        if reply["status"] == "poisoned":  # it killed the fork it ran in
+                        if reply["status"] == "poisoned":  # it killed the sandbox it ran in
                             raise refusals.poison_alone(self.name, size, lost_under, reply)
                         raise refusals.rejected(self.name, size, view.key, reply)
                     tried.add(view.key)

@@ -43,7 +43,7 @@ class Scripted:
             if outcome == "lost":
                 raise _ReplicaFailed("CommClosedError: in <TCP>: Stream is closed", True)
             if outcome == "poisoned":
-                error = f"the copy of replica {view.key} that ran it alone was killed by SIGKILL"
+                error = f"the sandbox of replica {view.key} that ran it alone was killed by SIGKILL"
                 return {"status": "poisoned", "error": error}, 0.001
             if outcome == "slow":
                 await asyncio.sleep(0.3)
@@ -88,7 +88,9 @@ def test_a_request_that_kills_the_fork_it_runs_alone_in_costs_one_replica() -> N
     one replica lost, and the third never sees it."""
     router = _router(fallback=lambda x: "fallback")
     script = Scripted(router, {"svc/0": ["lost"], "svc/1": ["poisoned"], "svc/2": []})
-    with pytest.raises(PoisonRequest, match=r"256 B .* lost replica svc/0, and the copy of") as e:
+    with pytest.raises(
+        PoisonRequest, match=r"256 B .* lost replica svc/0, and the sandbox of"
+    ) as e:
         asyncio.run(router.call(torch.zeros(2, 32), hedge=False))
     assert "killed by SIGKILL" in str(e.value)
     assert script.sent == ["svc/0", "svc/1"]  # not the third, and not the fallback
@@ -202,7 +204,7 @@ def test_a_hedge_runs_alone_and_a_hedge_that_kills_its_fork_ends_the_request() -
         router.latencies.add(0.005)
         router.counts["answered"] += 1
     script = Scripted(router, {"svc/0": ["slow"], "svc/1": ["poisoned"], "svc/2": []})
-    with pytest.raises(PoisonRequest, match=r"256 B .* was slow, and hedged, the copy of"):
+    with pytest.raises(PoisonRequest, match=r"256 B .* was slow, and hedged, the sandbox of"):
         asyncio.run(router.call(torch.zeros(2, 32), deadline_s=5.0))
     assert script.sent == ["svc/0", "svc/1"]
     first, hedge = script.isolated

@@ -1,12 +1,15 @@
-"""A suspect request run in a real fork of this process (:mod:`ft_notebook.serve._sandbox`):
-the child's answer, its exception, its MemoryError, its death and its silence each come
-back as what they were, and this process is untouched by any of them."""
+"""A replica's sandbox, a real fork of this process (:mod:`ft_notebook.serve._sandbox`):
+its answers, the model's exceptions, a MemoryError, its death and its silence each come
+back as what they were; this process is untouched by any of them; the sandbox holds
+none of its parent's other files open."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,46 +33,88 @@ def _model(x: Any) -> Any:
         raise MemoryError("Unable to allocate 61.0 GiB")
     if x == "hang":
         time.sleep(60)
+    if x == "pid":
+        return os.getpid()
+    if x == "fds":
+        return sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
     with torch.inference_mode():
         return MODEL(x)
 
 
-def _run(x: Any, timeout_s: float = 30.0) -> tuple[Any, ...]:
-    return _sandbox.collect(_sandbox.fork(_model, x), timeout_s)
+@pytest.fixture
+def sandbox() -> Iterator[_sandbox.Sandbox]:
+    box = _sandbox.Sandbox(_model)
+    box.start()
+    yield box
+    box.stop()
 
 
-def test_the_fork_answers_with_the_model_it_shares_with_its_parent() -> None:
+def test_the_sandbox_answers_with_the_model_it_shares_with_its_parent(sandbox) -> None:
     x = torch.arange(6.0).reshape(2, 3)
-    kind, y = _run(x)
-    assert kind == "ok"
-    with torch.inference_mode():
-        assert torch.equal(y, MODEL(x))
+    for _ in range(3):  # one process, many requests
+        kind, y = sandbox.run(x, 30.0)
+        assert kind == "ok"
+        with torch.inference_mode():
+            assert torch.equal(y, MODEL(x))
+    assert sandbox.run("pid", 30.0) == ("ok", sandbox.pid) != ("ok", os.getpid())
 
 
-def test_an_input_that_kills_the_fork_kills_only_the_fork() -> None:
+def test_an_input_that_kills_the_sandbox_kills_only_the_sandbox(sandbox) -> None:
     me = os.getpid()
-    assert _run("die") == ("died", "killed by SIGKILL")
-    assert _run("exit") == ("died", "exit code 3")
+    assert sandbox.run("die", 30.0) == ("died", "killed by SIGKILL")
+    assert not sandbox.running
     assert os.getpid() == me  # and we are here to say so
-    assert _run(torch.zeros(1, 3))[0] == "ok"  # the model still answers after
+    sandbox.start()  # the replica forks another: it answers
+    assert sandbox.run(torch.zeros(1, 3), 30.0)[0] == "ok"
+    assert sandbox.run("exit", 30.0) == ("died", "exit code 3")
 
 
-def test_the_models_exceptions_come_back_as_the_callers() -> None:
-    kind, text, trace = _run("raise")
+def test_the_models_exceptions_come_back_as_the_callers(sandbox) -> None:
+    kind, text, trace = sandbox.run("raise", 30.0)
     assert (kind, text) == ("raised", "ValueError: no such input")
     assert "no such input" in trace
-    assert _run("memory") == ("memory", "MemoryError: Unable to allocate 61.0 GiB")
+    assert sandbox.run("memory", 30.0) == ("memory", "MemoryError: Unable to allocate 61.0 GiB")
+    assert sandbox.running  # an exception is the input's, not the sandbox's end
 
 
-def test_a_fork_that_does_not_answer_in_time_is_killed_and_reaped() -> None:
+def test_a_sandbox_that_does_not_answer_in_time_is_killed_and_reaped(sandbox) -> None:
     started = time.monotonic()
-    child = _sandbox.fork(_model, "hang")
-    assert _sandbox.collect(child, 0.5) == ("late", 0.5)
+    pid = sandbox.pid
+    assert sandbox.run("hang", 0.5) == ("late", 0.5)
     assert time.monotonic() - started < 10
+    assert not sandbox.running
     with pytest.raises(ChildProcessError):  # reaped: no zombie left behind
-        os.waitpid(child.pid, os.WNOHANG)
+        os.waitpid(pid, os.WNOHANG)
 
 
-def test_only_a_cpu_replica_on_linux_forks() -> None:
+def test_the_sandbox_holds_none_of_its_parents_sockets() -> None:
+    """A worker's connections held open by its sandbox would not close when the worker
+    is killed, and its callers would not see it lost."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    box = _sandbox.Sandbox(_model)
+    box.start()
+    try:
+        kind, fds = box.run("fds", 30.0)
+        assert kind == "ok"
+        assert listener.fileno() not in fds
+        assert len(fds) <= 6, fds  # stdin, stdout, stderr, its two pipes, listdir's own
+    finally:
+        box.stop()
+        listener.close()
+
+
+def test_the_sandbox_ends_when_its_replica_s_pipe_closes() -> None:
+    box = _sandbox.Sandbox(_model)
+    box.start()
+    pid = box.pid
+    os.close(box._to)  # as when the worker process dies
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    box.pid = 0
+    os.close(box._from)
+
+
+def test_only_a_cpu_replica_on_linux_has_a_sandbox() -> None:
     assert _sandbox.available(torch.device("cpu")) is (os.uname().sysname == "Linux")
     assert not _sandbox.available(torch.device("cuda", 0))  # CUDA does not survive a fork
