@@ -15,7 +15,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 TORCH_REQ ?= $(if $(HAS_GPU),torch>=2.4,torch==2.13.0)
 
-.PHONY: demo test lab bench lint labextension install clean chromium dist
+.PHONY: demo test test-labextension test-python lab bench lint labextension install clean chromium dist
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -70,10 +70,18 @@ chromium:
 
 # The suite mostly waits (clusters forming, kernels starting, browsers loading): four
 # pytest-xdist workers fill two cores. --dist loadfile keeps a file on one worker, so a
-# module's shared cluster starts once and a file's tests never race each other.
+# module's shared cluster starts once and a file's tests never race each other. The
+# set-up steps that need not wait for each other run side by side (the managers' venv
+# beside the extension's build), and so do the extension's own lint and tests.
 TEST_WORKERS ?= 4
-test: labextension chromium $(MANAGERS)/.installed
+test:
+	$(MAKE) --no-print-directory -j3 labextension chromium $(MANAGERS)/.installed
+	$(MAKE) --no-print-directory -j2 test-labextension test-python
+
+test-labextension:
 	cd labextension && jlpm lint && jlpm test
+
+test-python:
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 demo: install

@@ -134,9 +134,13 @@ class Replica:
         loop = asyncio.get_running_loop()
         self.inflight += 1
         try:
-            if not sandbox.running:  # the last one died on a request: fork another
-                await loop.run_in_executor(self.executor, sandbox.start)
-            outcome = await loop.run_in_executor(self.isolating, sandbox.run, x, timeout_s)
+            outcome: tuple[Any, ...] = ("absent",)
+            for _ in range(3):  # the one before may end it while this one waits its turn
+                if not sandbox.running:  # the last one died on a request: fork another
+                    await loop.run_in_executor(self.executor, sandbox.start)
+                outcome = await loop.run_in_executor(self.isolating, sandbox.run, x, timeout_s)
+                if outcome[0] != "absent":
+                    break
         finally:
             self.inflight -= 1
         kind = outcome[0]
@@ -154,7 +158,12 @@ class Replica:
         if kind == "died":
             error = f"the sandbox of replica {self.key} that ran it alone was {outcome[1]}"
             return {"status": "poisoned", "error": error}
-        return {"status": "late", "error": f"no answer within {outcome[1]:.3g} s, run alone"}
+        if kind == "late":
+            return {"status": "late", "error": f"no answer within {outcome[1]:.3g} s, run alone"}
+        return {
+            "status": "not-ready",
+            "error": f"the sandbox of replica {self.key} would not start",
+        }
 
     def _failed(self, error: str) -> None:
         self.failures += 1

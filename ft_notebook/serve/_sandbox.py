@@ -77,10 +77,12 @@ class Sandbox:
     def run(self, x: Any, timeout_s: float) -> tuple[Any, ...]:
         """``x`` through the model in the sandbox: ("ok", y), ("raised", text,
         traceback), ("memory", text), ("died", how) when the sandbox ended on it, or
-        ("late", seconds) when it gave no answer in time (it is killed). Blocks."""
+        ("late", seconds) when it gave no answer in time (it is killed), ("absent",)
+        when there was none to send it to (another request's end ended it: start one
+        and ask again). Blocks."""
         with self._lock:
             if not self.running:
-                return ("died", "not running (its fork failed)")
+                return ("absent",)
             try:
                 _send(self._to, pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL))
                 data = _receive(self._from, time.monotonic() + timeout_s)

@@ -5,6 +5,7 @@ none of its parent's other files open."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -67,6 +68,9 @@ def test_an_input_that_kills_the_sandbox_kills_only_the_sandbox(sandbox) -> None
     sandbox.start()  # the replica forks another: it answers
     assert sandbox.run(torch.zeros(1, 3), 30.0)[0] == "ok"
     assert sandbox.run("exit", 30.0) == ("died", "exit code 3")
+    # a request that waited its turn behind the one that ended it is no poison: it is
+    # told there is no sandbox (the bench saw innocents called poison: "not running")
+    assert sandbox.run(torch.zeros(1, 3), 30.0) == ("absent",)
 
 
 def test_the_models_exceptions_come_back_as_the_callers(sandbox) -> None:
@@ -118,3 +122,35 @@ def test_the_sandbox_ends_when_its_replica_s_pipe_closes() -> None:
 def test_only_a_cpu_replica_on_linux_has_a_sandbox() -> None:
     assert _sandbox.available(torch.device("cpu")) is (os.uname().sysname == "Linux")
     assert not _sandbox.available(torch.device("cuda", 0))  # CUDA does not survive a fork
+
+
+def test_an_innocent_request_behind_a_poison_one_in_the_sandbox_is_answered() -> None:
+    """A replica of a real model (one input kills the process computing it) with two
+    isolated requests at once: the poison one ends the sandbox; the innocent one,
+    waiting its turn, is answered by the next sandbox, not called poison too."""
+    import cloudpickle
+
+    from ft_notebook.serve._replica import Replica
+    from ft_notebook.testing import poll_for
+    from ft_notebook.testing.serving import POISON, poisoned_mlp
+
+    replica = Replica("svc/0", "a", cloudpickle.dumps(poisoned_mlp), None)
+    try:
+        poll_for(lambda: replica.state == "ready", timeout=60, what="the replica built")
+        assert replica.sandbox is not None
+        first = replica.sandbox.pid
+        poison = torch.zeros(2, 32)
+        poison[0, 0] = POISON
+
+        async def both() -> list[dict[str, Any]]:
+            calls = [replica.predict(x, isolated=True) for x in (poison, torch.ones(2, 32))]
+            return await asyncio.gather(*calls)
+
+        bad, good = asyncio.run(both())
+        assert bad["status"] == "poisoned", bad
+        assert "killed by SIGKILL" in bad["error"]
+        assert good["status"] == "OK", good
+        assert replica.sandbox.pid not in (0, first)  # a new sandbox answered
+        assert replica.state == "ready"  # and the replica never met the poison
+    finally:
+        replica.close()
