@@ -11,7 +11,8 @@ pipe. The replica goes on serving meanwhile. If the sandbox dies on a request, t
 request is poison and fails alone; the replica never met it, and forks a new sandbox
 before the next isolated request.
 
-The sandbox closes every file it inherited but its pipes (the worker's sockets among
+The sandbox computes on one thread (the parent's OpenMP threads do not survive the
+fork), closes every file it inherited but its pipes (the worker's sockets among
 them: held open by a child, a killed worker's connections would not close, and
 callers would not see it lost), and asks the kernel to take it first when memory
 runs out. It ends when its replica's pipe closes (the replica stopped or died).
@@ -121,6 +122,7 @@ def _serve(call: Callable[[Any], Any], down: int, up: int) -> None:
         os.closerange(low + 1, high)
         os.closerange(high + 1, os.sysconf("SC_OPEN_MAX"))
         _first_to_go()
+        _one_thread()
         while True:
             try:
                 x = pickle.loads(_receive(down, None))  # our parent's
@@ -138,6 +140,15 @@ def _serve(call: Callable[[Any], Any], down: int, up: int) -> None:
         code = 70  # the replica reads "died", with this code
     finally:
         os._exit(code)
+
+
+def _one_thread() -> None:
+    """Compute on this thread only: the parent's OpenMP threads were not copied by the
+    fork, and a parallel region here would wait for them for ever (a 4096 x 4096
+    matmul hung until its deadline in a fork of a process that had used two threads)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def _first_to_go() -> None:

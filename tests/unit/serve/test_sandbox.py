@@ -154,3 +154,27 @@ def test_an_innocent_request_behind_a_poison_one_in_the_sandbox_is_answered() ->
         assert replica.state == "ready"  # and the replica never met the poison
     finally:
         replica.close()
+
+
+def test_a_model_that_computes_on_threads_in_the_replica_answers_in_the_sandbox() -> None:
+    """The parent's OpenMP threads do not survive the fork: a 4096 x 4096 matmul in a
+    fork of a process that had used two threads waited for them until its deadline."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        weight = torch.randn(1024, 1024)
+        torch.mm(weight, weight)  # the replica's threads, up and used
+
+        def call(x: Any) -> Any:
+            return torch.mm(x, weight)
+
+        box = _sandbox.Sandbox(call)
+        box.start()
+        try:
+            kind, y = box.run(torch.ones(512, 1024), 20.0)
+            assert kind == "ok", kind
+            torch.testing.assert_close(y, torch.mm(torch.ones(512, 1024), weight))
+        finally:
+            box.stop()
+    finally:
+        torch.set_num_threads(before)
