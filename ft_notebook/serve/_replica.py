@@ -99,7 +99,10 @@ class Replica:
         self, x: Any, *, isolated: bool = False, timeout_s: float = 60.0
     ) -> dict[str, Any]:
         if isolated and self.sandbox is not None:
-            return await self._predict_isolated(self.sandbox, x, timeout_s)
+            deadline = time.monotonic() + timeout_s  # from its arrival, not its turn
+            answer = await self._predict_isolated(self.sandbox, x, deadline)
+            if answer is not None:
+                return answer
         self.inflight += 1
         try:
             loop = asyncio.get_running_loop()
@@ -120,17 +123,21 @@ class Replica:
             }
         finally:
             self.inflight -= 1
+        self._succeeded()
+        return {"status": "OK", "y": to_serialize(y)}
+
+    def _succeeded(self) -> None:
         self.served += 1
         if self.told_failing:
             self._tell("")
         self.failures, self.told_failing = 0, False
-        return {"status": "OK", "y": to_serialize(y)}
 
     async def _predict_isolated(
-        self, sandbox: _sandbox.Sandbox, x: Any, timeout_s: float
-    ) -> dict[str, Any]:
+        self, sandbox: _sandbox.Sandbox, x: Any, deadline: float
+    ) -> dict[str, Any] | None:
         """``x`` run in this replica's sandbox (see :mod:`._sandbox`): a crash on it
-        ends the sandbox, and this replica serves on, and forks another."""
+        ends the sandbox, and this replica serves on, and forks another. None when no
+        sandbox would start: run it here, as a replica without one does."""
         loop = asyncio.get_running_loop()
         self.inflight += 1
         try:
@@ -138,16 +145,18 @@ class Replica:
             for _ in range(3):  # the one before may end it while this one waits its turn
                 if not sandbox.running:  # the last one died on a request: fork another
                     await loop.run_in_executor(self.executor, sandbox.start)
-                outcome = await loop.run_in_executor(self.isolating, sandbox.run, x, timeout_s)
+                outcome = await loop.run_in_executor(self.isolating, sandbox.run, x, deadline)
                 if outcome[0] != "absent":
                     break
+        except RuntimeError:  # the replica closed under it: its executors are shut
+            return {"status": "not-ready", "error": f"replica {self.key} is closed"}
         finally:
             self.inflight -= 1
         kind = outcome[0]
-        if kind in ("died", "late"):  # ready for the next one, off this request's path
+        if kind in ("died", "late") and self.state == "ready":  # off this request's path
             self.executor.submit(sandbox.start)
         if kind == "ok":
-            self.served += 1
+            self._succeeded()
             return {"status": "OK", "y": to_serialize(outcome[1]), "isolated": True}
         if kind == "memory":
             error = f"{outcome[1]} (the model ran out of memory on this input)"
@@ -159,11 +168,8 @@ class Replica:
             error = f"the sandbox of replica {self.key} that ran it alone was {outcome[1]}"
             return {"status": "poisoned", "error": error}
         if kind == "late":
-            return {"status": "late", "error": f"no answer within {outcome[1]:.3g} s, run alone"}
-        return {
-            "status": "not-ready",
-            "error": f"the sandbox of replica {self.key} would not start",
-        }
+            return {"status": "late", "error": "no answer by its deadline, run alone"}
+        return None
 
     def _failed(self, error: str) -> None:
         self.failures += 1

@@ -31,11 +31,11 @@ from typing import Any
 
 from distributed.protocol.serialize import to_serialize
 
-from ft_notebook._reasons import Reason, explain
 from ft_notebook.events import Health
 from ft_notebook.serve import _refusals as refusals
 from ft_notebook.serve import _suspects as suspects
 from ft_notebook.serve._policy import Budget, Latencies, Pace, request_bytes
+from ft_notebook.serve._replies import ReplicaFailed, outcome
 from ft_notebook.serve._rotation import ReplicaView, Rotation
 from ft_notebook.serve._suspects import InFlight, others_answer, spread_loss
 
@@ -55,14 +55,6 @@ class Answer:
     retries: int
     hedged: bool
     latency_s: float
-
-
-class _ReplicaFailed(Exception):
-    pass
-
-
-def _subject(key: str) -> str:
-    return f"replica {key.rsplit('/', 1)[-1]}"
 
 
 def _forget(task: asyncio.Task[Any]) -> None:
@@ -163,7 +155,7 @@ class Router:
                     key=view.key, incarnation=view.incarnation, x=to_serialize(x), **alone
                 )
             except (OSError, asyncio.TimeoutError) as e:  # CommClosedError is an OSError
-                raise _ReplicaFailed(f"{type(e).__name__}: {e}", True) from e
+                raise ReplicaFailed(f"{type(e).__name__}: {e}", True) from e
             finally:
                 view.inflight -= 1
                 view.since.remove(started)
@@ -220,6 +212,7 @@ class Router:
         used_retries, errors = 0, []
         lost_under: list[str] = []  # replicas lost or failed while they had it
         hedged = considered = False  # a hedge sent; the hedge time passed (one per request)
+        poisoned: dict[str, Any] | None = None  # a hedge's sandbox died on it
         request = InFlight(self.views)
         try:
             while True:
@@ -269,7 +262,7 @@ class Router:
                     view = pending.pop(task)
                     if task.cancelled() or task.exception() is not None:
                         spread_loss(view)  # before anyone is re-sent
-                    reply, why, at_once, reason = self._outcome(task, view.key)
+                    reply, why, at_once, reason = outcome(task, view.key)
                     if reply is not None and reply["status"] == "OK":
                         # a loser's replica works on it still: let it finish, so that its
                         # load shows (and a loser that finished too is read, not left)
@@ -278,6 +271,10 @@ class Router:
                         return self._answered(
                             view, reply, task.result()[1], started, used_retries, hedged
                         )
+                    if reply is not None and reply["status"] == "poisoned" and pending:
+                        poisoned = reply  # a hedge killed its sandbox: the first may answer
+                        request.handled(view)
+                        continue
                     if reply is not None and reply["status"] in ("rejected", "poisoned"):
                         for loser in pending:
                             loser.cancel()
@@ -293,8 +290,11 @@ class Router:
                         self.rotation.eject(view, reason)
                     self.rotation.retier(reason)
                     request.handled(view)
-                    if not why.startswith("not-ready"):  # not ready: it never ran the request
+                    if not why.startswith(("not-ready", "late")):  # it did not end on it
                         lost_under.append(view.key)
+                    if poisoned is not None and not pending:  # the first failed too
+                        self.counts["failed"] += 1
+                        raise refusals.poison_alone(self.name, size, lost_under, poisoned)
                     if len(lost_under) >= 2 and await others_answer(
                         self.views, tried, request, self.rotation.answers
                     ):
@@ -310,28 +310,6 @@ class Router:
         finally:
             request.release()
         return await self._no_replica(x, started, used_retries, hedged, errors)
-
-    def _outcome(
-        self, task: asyncio.Task[Any], key: str
-    ) -> tuple[dict[str, Any] | None, str, bool, Reason]:
-        """The reply (None if none came), the raw error, whether the replica leaves the
-        rotation at once, and the error in words (:func:`explain`) for the views."""
-        if task.cancelled():
-            why = "its replica was taken out of rotation"
-            return None, why, False, Reason(f"{_subject(key)} was taken out of rotation")
-        error = task.exception()
-        if isinstance(error, _ReplicaFailed):
-            why = str(error.args[0])
-            return None, why, bool(error.args[1]), explain(why, replica=key)
-        if error is not None:
-            return None, f"{type(error).__name__}: {error}", False, explain(error, replica=key)
-        reply = task.result()[0]
-        if reply["status"] in ("OK", "rejected", "poisoned"):
-            return reply, "", False, Reason("")
-        why = f"{reply['status']}: {reply.get('error', '')}"
-        if reply["status"] == "not-ready":  # it never ran the request
-            return None, why, True, Reason(f"{_subject(key)} was not ready on its worker", why)
-        return None, why, False, explain(why, replica=key)
 
     def _answered(
         self,

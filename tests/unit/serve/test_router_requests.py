@@ -14,8 +14,9 @@ import torch
 
 from ft_notebook.exceptions import PoisonRequest, RequestTooLarge, ServiceClosed
 from ft_notebook.serve._policy import request_bytes
+from ft_notebook.serve._replies import ReplicaFailed
 from ft_notebook.serve._rotation import ReplicaView
-from ft_notebook.serve._router import Router, _ReplicaFailed
+from ft_notebook.serve._router import Router
 from ft_notebook.serve._service import _settings, auto_request_bytes
 
 pytestmark = pytest.mark.unit
@@ -23,7 +24,8 @@ pytestmark = pytest.mark.unit
 
 class Scripted:
     """The replicas' answers: each attempt on a replica plays the next of its outcomes
-    ("lost": its connection breaks; "slow": an answer after 0.3 s; "poisoned": the fork
+    ("lost": its connection breaks; "slow": an answer after 0.3 s; "slow-lost": lost
+    after 0.3 s; "poisoned": the sandbox
     that ran it alone died; else at once). ``isolated``: the attempts asked to run in
     a fork (None: not)."""
 
@@ -40,13 +42,13 @@ class Scripted:
         outcome = self.outcomes[view.key].pop(0) if self.outcomes[view.key] else "ok"
 
         async def answer() -> tuple[dict[str, Any], float]:
-            if outcome == "lost":
-                raise _ReplicaFailed("CommClosedError: in <TCP>: Stream is closed", True)
+            if outcome.startswith("slow"):
+                await asyncio.sleep(0.3)
+            if outcome.endswith("lost"):
+                raise ReplicaFailed("CommClosedError: in <TCP>: Stream is closed", True)
             if outcome == "poisoned":
                 error = f"the sandbox of replica {view.key} that ran it alone was killed by SIGKILL"
                 return {"status": "poisoned", "error": error}, 0.001
-            if outcome == "slow":
-                await asyncio.sleep(0.3)
             return {"status": "OK", "y": view.key}, 0.001
 
         task = asyncio.ensure_future(answer())
@@ -195,22 +197,36 @@ def test_a_request_over_hedge_max_bytes_is_never_hedged() -> None:
     assert script.sent == ["svc/0"]
 
 
-def test_a_hedge_runs_alone_and_a_hedge_that_kills_its_fork_ends_the_request() -> None:
-    """A poison request slow to crash its replica was hedged to a second one, which it
-    crashed too (the benchmark saw 2 workers die in every crashing try). A hedge runs
-    in a fork of its replica's process: the fork dies, and the request fails alone."""
+def _hedging(outcomes: dict[str, list[str]]) -> tuple[Router, Scripted]:
     router = _router(hedge_budget=1.0, hedge_after_min_s=0.001)
     for _ in range(40):  # answers of 5 ms: a hedge time of 5 ms
         router.latencies.add(0.005)
         router.counts["answered"] += 1
-    script = Scripted(router, {"svc/0": ["slow"], "svc/1": ["poisoned"], "svc/2": []})
-    with pytest.raises(PoisonRequest, match=r"256 B .* was slow, and hedged, the sandbox of"):
+    return router, Scripted(router, outcomes)
+
+
+def test_a_hedge_runs_alone_and_one_that_kills_its_sandbox_ends_a_request_lost_too() -> None:
+    """A poison request slow to crash its replica was hedged to a second one, which it
+    crashed too (the benchmark saw 2 workers die in every crashing try). A hedge runs
+    in its replica's sandbox: the sandbox dies, the first replica dies, and the request
+    fails alone, a PoisonRequest."""
+    router, script = _hedging({"svc/0": ["slow-lost"], "svc/1": ["poisoned"], "svc/2": []})
+    with pytest.raises(PoisonRequest, match=r"256 B .* lost replica svc/0, and the sandbox of"):
         asyncio.run(router.call(torch.zeros(2, 32), deadline_s=5.0))
-    assert script.sent == ["svc/0", "svc/1"]
+    assert script.sent == ["svc/0", "svc/1"]  # never a third
     first, hedge = script.isolated
     assert first is None
     assert hedge is not None
     assert 4.0 < hedge <= 5.0
+
+
+def test_a_hedge_whose_sandbox_died_leaves_the_first_try_to_answer() -> None:
+    """A sandbox can die of something else (the kernel's OOM killer takes it first):
+    the request waits for its first try, which answers, instead of failing at once."""
+    router, script = _hedging({"svc/0": ["slow"], "svc/1": ["poisoned"], "svc/2": []})
+    answer = asyncio.run(router.call(torch.zeros(2, 32), deadline_s=5.0))
+    assert answer.replica == "svc/0"
+    assert script.sent == ["svc/0", "svc/1"]
 
 
 def test_a_closed_service_takes_no_call_not_even_its_fallback() -> None:
