@@ -151,8 +151,14 @@ def admit(book: RunBook, d: Decision) -> RunBook:
         book = _status.set_state(book, RunState.RECOVERING, f"{len(everyone)} workers back", d)
     # the members finish the step they are in (the newest one heard of) first: a
     # joiner back within a second of a kill must not cost the survivors the step they
-    # resumed with, nor any step its state transfer does not need
-    book = _generations.new_plan(book, everyone, How.FORM, d, switch_at=book.highest_step + 1)
+    # resumed with, nor any step its state transfer does not need. Not while the
+    # generation is still forming: a joiner of it that hears of this plan first skips
+    # it, and its other members would wait for that joiner in the rendezvous until its
+    # timeout (30 s, after a double kill whose replacements were ready 17 ms apart);
+    # a plan with no boundary stops the forming, and everyone meets in the new one
+    formed = book.gens.synced.get(plan.gen, frozenset()) >= set(plan.members)
+    switch_at = book.highest_step + 1 if formed else 0
+    book = _generations.new_plan(book, everyone, How.FORM, d, switch_at=switch_at)
     d.do(PublishProgress())
     gen = book.plan.gen if book.plan is not None else 0
     return replace(book, members=_members.admitted(book.members, waiting, gen, d.now))

@@ -70,6 +70,18 @@ def _stood_still(book: RunBook) -> RunBook:
     return at(book, last_advance=T0 - 60)
 
 
+def _first_of_two_joiners_admitted() -> RunBook:
+    """Two workers joined a run of two; the first warm is admitted (a generation with
+    a boundary, not yet formed: no member has synced on it), the second still warms."""
+    book = running(2)[0]
+    for name in ("cpu2", "cpu3"):
+        book = decide(book, WorkerNews(T0 + 5, "joined", name, ADDR[name]))[0]
+    book = decide(book, report(book, ReadyData(), "cpu2", now=T0 + 7))[0]
+    assert book.plan is not None
+    assert book.plan.switch_at > 0
+    return book
+
+
 @dataclass
 class Row:
     """One line of a table: a book, an input, and what must come out."""
@@ -193,6 +205,21 @@ ROWS = [
             # the members finish the step they are in first (the newest one heard of)
             and b.plan.switch_at == b.highest_step + 1
             and all(x.plan.switch_at == b.highest_step + 1 for x in a if isinstance(x, SendPlan))
+        ),
+    ),
+    Row(
+        "a second joiner warm while the first one's generation still forms: no boundary",
+        lambda: _first_of_two_joiners_admitted(),
+        lambda b: report(b, ReadyData(), "cpu3", now=T0 + 8),
+        RunState.RUNNING,
+        members=("cpu0", "cpu1", "cpu2", "cpu3"),
+        how=How.FORM,
+        # a joiner that hears of this plan first skips the forming one, where the others
+        # waited for it 30 s (the drills' double kills, replacements 17 ms apart): a
+        # plan with no boundary stops the forming, and all four meet in the new one
+        check=lambda b, a: assert_that(
+            b.plan.switch_at == 0
+            and all(x.plan.switch_at == 0 for x in a if isinstance(x, SendPlan))
         ),
     ),
     Row(
