@@ -438,6 +438,14 @@ def main() -> None:
     parser.add_argument("--only", default="overhead,kill,hang,hedge,all,poison,ray")
     parser.add_argument("--poison-tries", type=int, default=20)
     parser.add_argument(
+        "--sandbox",
+        choices=("on", "off"),
+        default="on",
+        help="re-sent requests and hedges in a fork of their replica (the default); "
+        "off: a comparison arm, its figures only in --raw",
+    )
+    parser.add_argument("--raw", default="", help="write the loops' figures here (JSON)")
+    parser.add_argument(
         "--worker-start",
         choices=("forkserver", "spawn"),
         default="forkserver",
@@ -455,6 +463,7 @@ def main() -> None:
             name="bench",
             cluster=client,
             example=torch.zeros(1, 32),
+            sandbox=args.sandbox == "on",
         )
         for x in xs[:100]:
             svc.call(x)
@@ -473,6 +482,10 @@ def main() -> None:
         svc.close()
         if "poison" in only:
             out["poison"] = poison_runs(client, xs, args.callers, args.poison_tries)
+    if args.raw:  # the loops' own figures, e.g. of an arm compared outside the tables
+        Path(args.raw).write_text(json.dumps(out, default=str))
+    if args.sandbox == "off":  # a comparison arm: the tables are the default's
+        return
     # saved before the Ray arms: their failure must not cost these
     save("serve", TITLE, ft_tables(out, args))
     if "ray" in only:

@@ -62,6 +62,7 @@ DEFAULTS = {
             "max-request-bytes": "auto",
             "hedge-max-bytes": "1 MiB",
             "fallback-rate": 1000,
+            "sandbox": True,
         },
         "server": {
             "chaos-actions": False,

@@ -108,6 +108,8 @@ class ServeConfig:
     max_request_bytes: int | None
     hedge_max_bytes: int
     fallback_rate: float
+    #: re-sent requests and hedges run in a fork of their replica (serve/_sandbox.py)
+    sandbox: bool
 
 
 @dataclass(frozen=True)

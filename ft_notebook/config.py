@@ -114,6 +114,7 @@ def load_config() -> FTConfig:
             max_request_bytes=read.size_or_auto(s, "serve.max-request-bytes"),
             hedge_max_bytes=read.size(s, "serve.hedge-max-bytes"),
             fallback_rate=read.rate(s, "serve.fallback-rate"),
+            sandbox=read.boolean(s, "serve.sandbox"),
         ),
     )
 

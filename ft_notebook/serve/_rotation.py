@@ -202,7 +202,7 @@ class Rotation:
             ):
                 self.eject(view, f"the replica is {found.get('state')} on its worker")
             else:
-                view.forks = bool(found.get("forks"))
+                view.forks = bool(found.get("forks")) and self.settings.sandbox
                 if not view.breaker.in_rotation() and view.breaker.allows():
                     # open for its time and answering again: the ping is its half-open
                     # probe, so a replica back from a hang rejoins while no request comes

@@ -166,6 +166,11 @@ class Router:
         task.add_done_callback(view.attempts.discard)
         return task
 
+    def _alone(self, deadline: float) -> float | None:
+        """What is left of the deadline for an attempt run in the replica's sandbox;
+        None with ``sandbox`` off: it runs in the replica itself."""
+        return max(0.0, deadline - time.monotonic()) if self.settings.sandbox else None
+
     def check_open(self) -> None:
         if self.closed:
             raise refusals.closed(self.name)
@@ -227,7 +232,7 @@ class Router:
                     if view is None:
                         break
                     request.sent(view, suspect=suspect)
-                    alone = max(0.0, deadline - time.monotonic()) if suspect else None
+                    alone = self._alone(deadline) if suspect else None
                     pending[self._attempt(view, x, alone)] = view
                     considered = considered or suspect  # a suspect is not hedged
                 left = deadline - time.monotonic()
@@ -255,8 +260,7 @@ class Router:
                         request.sent(other, suspect=False)
                         # in the sandbox: a request slow to answer may be one slow to
                         # crash its replica, and a hedge would take a second one with it
-                        alone = max(0.0, deadline - time.monotonic())
-                        pending[self._attempt(other, x, alone)] = other
+                        pending[self._attempt(other, x, self._alone(deadline))] = other
                     continue
                 for task in done:
                     view = pending.pop(task)

@@ -59,7 +59,9 @@ def serve(
     ``ft-notebook.serve`` settings: ``deadline_s``, ``retries``, ``hedge_budget``,
     ``max_queue``, ``health_interval_s``, ``health_timeout_s``, ``breaker_failures``,
     ``breaker_open_s``, ``warmup_timeout_s``, ``max_request_bytes`` (larger requests
-    are refused at once), ``hedge_max_bytes`` (larger ones are never hedged).
+    are refused at once), ``hedge_max_bytes`` (larger ones are never hedged),
+    ``sandbox`` (False: re-sent requests and hedges run in the replica itself, not in
+    a fork of it; for a model that cannot be forked safely).
 
     Raises:
         ServeError: bad arguments, a service of this name runs, or the model could

@@ -84,6 +84,15 @@ def test_a_request_that_lost_its_replica_runs_alone_where_it_is_re_sent() -> Non
     assert 4.0 < again <= 5.0
 
 
+def test_with_the_sandbox_off_a_re_sent_request_runs_in_the_replica() -> None:
+    """``sandbox: false`` (a model that cannot be forked safely): nothing is sent to a
+    sandbox, and a replica takes one suspect at a time, whatever its pings say."""
+    router = _router(sandbox=False)
+    script = Scripted(router, {"svc/0": ["lost"], "svc/1": [], "svc/2": []})
+    assert asyncio.run(router.call(torch.zeros(2, 64), hedge=False)).replica == "svc/1"
+    assert script.isolated == [None, None]
+
+
 def test_a_request_that_kills_the_fork_it_runs_alone_in_costs_one_replica() -> None:
     """A poison request lost two replicas, the first and the one it was re-sent to.
     Run alone in a fork there, it kills the fork: it fails as PoisonRequest at once,
