@@ -101,7 +101,7 @@ class Sandbox:
                 self._reap()
                 return ("absent",)
             try:
-                data = cloudpickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
+                data = _dumps(x)
             except Exception as e:
                 text = f"{type(e).__name__}: {e} (the input could not be sent to the sandbox)"
                 return ("raised", text, "")
@@ -180,7 +180,7 @@ def _serve(call: Callable[[Any], Any], parent: int, down: int, up: int) -> None:
             except BaseException as e:
                 outcome = ("raised", f"{type(e).__name__}: {e}", traceback.format_exc())
             try:
-                data = cloudpickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+                data = _dumps(outcome)
             except Exception as e:  # the model answered, with what cannot travel
                 text = f"{type(e).__name__}: {e} (the model's answer could not be sent back)"
                 data = pickle.dumps(("raised", text, ""))
@@ -235,6 +235,15 @@ def _first_to_go() -> None:
             f.write("1000")
     except OSError:
         pass
+
+
+def _dumps(value: Any) -> bytes:
+    """Pickled by the C pickler (a tensor in microseconds), or by cloudpickle when it
+    holds what only cloudpickle can (a class or function made in a notebook)."""
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _send(fd: int, data: bytes, deadline: float | None) -> None:
