@@ -45,6 +45,9 @@ from typing import Any
 import cloudpickle
 
 _LENGTH = struct.Struct("!Q")
+#: The sandbox's word that it has read a request whole: if it dies before, the request
+#: was not what killed it (it died idle, killed by the OOM killer or by hand).
+_TAKEN = b"\x01"
 
 
 def available(device: Any) -> bool:
@@ -114,6 +117,15 @@ class Sandbox:
                 self._reap(kill=True)
                 return ("late",)
             try:
+                taken = _read(self._from, 1, deadline)  # it has the request: it runs it
+            except TimeoutError:
+                self._reap(kill=True)
+                return ("late",)
+            except (EOFError, OSError):  # it ended before it took the request
+                self._reap()
+                return ("absent",)
+            assert taken == _TAKEN
+            try:
                 answer = _receive(self._from, deadline)
             except TimeoutError:
                 self._reap(kill=True)
@@ -172,6 +184,7 @@ def _serve(call: Callable[[Any], Any], parent: int, down: int, up: int) -> None:
                 x = pickle.loads(_receive(down, None))  # our parent's
             except EOFError:
                 break
+            os.write(up, _TAKEN)  # a death from here on is this request's
             outcome: tuple[Any, ...]
             try:
                 outcome = ("ok", call(x))
@@ -243,7 +256,8 @@ def _dumps(value: Any) -> bytes:
     try:
         return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:
-        return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        data: bytes = cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        return data
 
 
 def _send(fd: int, data: bytes, deadline: float | None) -> None:
