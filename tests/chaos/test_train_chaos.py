@@ -93,10 +93,13 @@ def test_a_killed_worker_is_survived_on_the_fast_path(
     client: Client, tmp_path: Any, unique_name: str
 ) -> None:
     run = _start(client, unique_name, tmp_path)
-    # the fast path needs the survivor groups, built in the background once the first
-    # generation trains: at step 6 (0.25 s in) a fresh clone's make test, four files
-    # at a time on 2 cores, had not built them yet, and the run took the slow path
-    info = _at_step(run, 12)
+    # the fast path needs the survivor groups, built in the background once a
+    # generation trains: at steps 6 and 12 two fresh clones' make test, four files at a
+    # time on 2 cores, had not built them yet, and the run took the slow path
+    _at_step(run, 6)
+    info = poll_for(
+        lambda: (i := run.info())["fast_path_ready"] and i, timeout=60, what="survivor groups"
+    )
     kill_worker(client, _member(info, 2))
     info = _finished(run)
     _exact_counts(run)

@@ -236,4 +236,10 @@ def info(book: RunBook) -> dict[str, Any]:
         "mean_steps": view.mean_steps,
         # members taken out for not meeting their peers, and why
         "evicted": dict(book.members.evicted),
+        # whether a single loss now takes the fast path: every member of the generation
+        # has built its groups without each other member (and trains)
+        "fast_path_ready": plan is not None
+        and not plan.stop
+        and book.gens.prepared.get(plan.gen, frozenset()) >= set(plan.members)
+        and book.gens.synced.get(plan.gen, frozenset()) >= set(plan.members),
     }
