@@ -73,6 +73,15 @@ class Generations:
     verified: frozenset[int] = frozenset()
     prepared: Mapping[int, frozenset[str]] = field(default_factory=dict)
 
+    def can_survive(self, gen: int, members: set[str]) -> bool:
+        """Whether ``members`` of generation ``gen`` can go on without one lost peer,
+        with no rendezvous: each has built its groups without each other member, and
+        trains (the fast path of a single loss)."""
+        return (
+            self.prepared.get(gen, frozenset()) >= members
+            and self.synced.get(gen, frozenset()) >= members
+        )
+
 
 @dataclass(frozen=True)
 class Pending:
@@ -240,6 +249,5 @@ def info(book: RunBook) -> dict[str, Any]:
         # has built its groups without each other member (and trains)
         "fast_path_ready": plan is not None
         and not plan.stop
-        and book.gens.prepared.get(plan.gen, frozenset()) >= set(plan.members)
-        and book.gens.synced.get(plan.gen, frozenset()) >= set(plan.members),
+        and book.gens.can_survive(plan.gen, set(plan.members)),
     }

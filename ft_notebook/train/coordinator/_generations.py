@@ -117,12 +117,7 @@ def lost(book: RunBook, names: list[str], cause: str, d: Decision) -> RunBook:
     book = _status.set_state(book, RunState.RECOVERING, pending.cause, d)
     d.do(PublishProgress())  # dashboards: the lost tile at once
     left = set(plan.members) - set(names)
-    fast = (
-        book.options.fast_recovery
-        and len(names) == 1
-        and book.gens.prepared.get(plan.gen, frozenset()) >= left
-        and book.gens.synced.get(plan.gen, frozenset()) >= left
-    )
+    fast = book.options.fast_recovery and len(names) == 1 and book.gens.can_survive(plan.gen, left)
     book = new_plan(book, survivors, How.SURVIVE if fast else How.FORM, d, lost=names[0])
     return _pending.made_for(book, book.plan)
 

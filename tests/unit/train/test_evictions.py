@@ -121,3 +121,12 @@ def test_no_eviction_below_min_workers() -> None:
     assert book.training == tuple(MEMBERS)
     assert book.recovery.regrouping is not None
     assert book.recovery.regrouping.failures == REFORMS_CAP + 2
+
+
+def test_run_info_says_the_fast_path_is_ready_only_when_every_member_prepared() -> None:
+    """``fast_path_ready`` is the recovery's own rule (the chaos test waits for it
+    before its kill): one member short of its survivor groups, and it is False."""
+    book = running(3)[0]
+    assert info(book)["fast_path_ready"] is True
+    gens = replace(book.gens, prepared={1: frozenset({"cpu0", "cpu1"})})
+    assert info(replace(book, gens=gens))["fast_path_ready"] is False
