@@ -135,6 +135,18 @@ def on_ready(book: RunBook, r: Report, d: Decision) -> RunBook:
     return admit(book, d)
 
 
+def on_synced(book: RunBook, r: Report, d: Decision) -> RunBook:
+    """A member trains generation ``r.gen``; once all do, the joiners that were warm
+    while it formed are admitted (:func:`admit`)."""
+    book = _generations.on_synced(book, r, d)
+    plan = book.plan
+    if plan is None or r.gen != plan.gen:
+        return book
+    if book.gens.synced.get(plan.gen, frozenset()) >= set(plan.members):
+        return admit(book, d)
+    return book
+
+
 def admit(book: RunBook, d: Decision) -> RunBook:
     """Ready workers not in the generation join it (at the next step boundary)."""
     plan, members = book.plan, book.members
@@ -147,6 +159,13 @@ def admit(book: RunBook, d: Decision) -> RunBook:
     everyone = sorted(staying + waiting, key=name_key)
     if len(everyone) < book.options.min_workers:
         return book
+    formed = book.gens.synced.get(plan.gen, frozenset()) >= set(plan.members)
+    if not formed and plan.how is How.SURVIVE:
+        # the survivors of a loss go on without a rendezvous: a plan now would stop
+        # them and make them wait for the joiner's state transfer (the slow path a
+        # replacement forked within a second made of every single kill); it is
+        # admitted at a step boundary once they train (on_synced)
+        return book
     if book.state is RunState.STALLED:
         book = _status.set_state(book, RunState.RECOVERING, f"{len(everyone)} workers back", d)
     # the members finish the step they are in (the newest one heard of) first: a
@@ -156,7 +175,6 @@ def admit(book: RunBook, d: Decision) -> RunBook:
     # it, and its other members would wait for that joiner in the rendezvous until its
     # timeout (30 s, after a double kill whose replacements were ready 17 ms apart);
     # a plan with no boundary stops the forming, and everyone meets in the new one
-    formed = book.gens.synced.get(plan.gen, frozenset()) >= set(plan.members)
     switch_at = book.highest_step + 1 if formed else 0
     book = _generations.new_plan(book, everyone, How.FORM, d, switch_at=switch_at)
     d.do(PublishProgress())

@@ -38,7 +38,7 @@ def check_covers(table: dict[ReportKind, Handler]) -> None:
 
 HANDLERS: dict[ReportKind, Handler] = {
     ReportKind.READY: _membership.on_ready,
-    ReportKind.SYNCED: _generations.on_synced,
+    ReportKind.SYNCED: _membership.on_synced,
     ReportKind.PREPARED: _generations.on_prepared,
     ReportKind.RESUMED: _recoveries.on_resumed,
     ReportKind.PROGRESS: _progress_reports.on_progress,

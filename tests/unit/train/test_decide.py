@@ -52,6 +52,7 @@ from ft_notebook.train.report_kinds import (
     ProgressData,
     ReadyData,
     ResumedData,
+    SyncedData,
 )
 from ft_notebook.train.spec import RunOptions
 
@@ -101,14 +102,31 @@ class Row:
     check: Callable[[RunBook, tuple[Any, ...]], None] | None = None
 
 
-def _joined_during_recovery() -> RunBook:
-    """cpu2 lost at T0+5 (the survivors' generation 2), back and warm at T0+5.3 (the
-    join's generation 3) before generation 2 committed a step."""
+def _warm_while_survivors_form() -> RunBook:
+    """cpu2 lost at T0+5 (the survivors' generation 2, no rendezvous), back and warm
+    at T0+5.3, before the survivors synced on generation 2."""
     book = decide(running(3)[0], _lost("cpu2")(running(3)[0]))[0]
     book = decide(book, WorkerNews(T0 + 5.2, "joined", "cpu2", ADDR["cpu2"]))[0]
     book = decide(book, report(book, ReadyData(), "cpu2", now=T0 + 5.3))[0]
     assert book.plan is not None
+    assert (book.plan.gen, book.plan.how) == (2, How.SURVIVE), book.plan
+    return book
+
+
+def _synced(book: RunBook, *members: str, now: float) -> RunBook:
+    for name in members:
+        payload = SyncedData(world=2, rank=0, how=How.SURVIVE)
+        book = decide(book, report(book, payload, name, now=now))[0]
+    return book
+
+
+def _joined_during_recovery() -> RunBook:
+    """As :func:`_warm_while_survivors_form`; the survivors synced at T0+5.4, and the
+    join's generation 3 followed (with a boundary) before generation 2 committed a step."""
+    book = _synced(_warm_while_survivors_form(), "cpu0", "cpu1", now=T0 + 5.4)
+    assert book.plan is not None
     assert book.plan.gen == 3, book.plan
+    assert book.plan.switch_at > 0, book.plan
     return book
 
 
@@ -288,6 +306,28 @@ ROWS = [
             assert_that(b.recovery.pending is None),
             assert_that([r.rto_s for r in b.view.recoveries] == [0.25]),
             assert_that(not b.view.recoveries[0].verified),  # gen 2 never synced verified
+        ),
+    ),
+    Row(
+        "a joiner warm while the survivors of a loss go on without a rendezvous: no "
+        "plan stops them; it waits for them to train",
+        lambda: _warm_while_survivors_form(),
+        lambda b: report(b, SyncedData(world=2, rank=0, how=How.SURVIVE), "cpu0", now=T0 + 5.4),
+        RunState.RECOVERING,
+        members=("cpu0", "cpu1"),
+        how=How.SURVIVE,
+        never=[SendPlan],
+    ),
+    Row(
+        "the survivors all train: the joiner that was warm is admitted at a step boundary",
+        lambda: _synced(_warm_while_survivors_form(), "cpu0", now=T0 + 5.4),
+        lambda b: report(b, SyncedData(world=2, rank=1, how=How.SURVIVE), "cpu1", now=T0 + 5.4),
+        RunState.RECOVERING,
+        members=("cpu0", "cpu1", "cpu2"),
+        how=How.FORM,
+        actions=[SendPlan, SendPlan, SendPlan, PublishProgress],
+        check=lambda b, a: assert_that(
+            b.plan.switch_at == b.highest_step + 1 and b.recovery.pending is not None
         ),
     ),
     Row(
