@@ -10,10 +10,14 @@ restore in a fresh kernel pays only for what it brings back.
 """
 
 from __future__ import annotations
+import __future__
 
+import functools
 import io
 import pickle
+import threading
 from collections.abc import Callable, Mapping
+from types import CodeType
 from typing import Any, NamedTuple
 
 import xxhash
@@ -21,6 +25,23 @@ import xxhash
 from ft_notebook.session import _views
 
 CHUNK = 4 << 20
+
+#: The unpickler whose ``load`` runs in a notebook's frames, and what it returned
+#: (see :meth:`SnapshotUnpickler.load_as_notebook`); a thread's own.
+_LOADING = threading.local()
+_THIS = __name__
+_FRAMES_NAME = "<ft_notebook restore>"
+#: Notebook frames above ``load()``: statsmodels looks 2, 3, 1, 0 and 4 frames up.
+_FRAMES = 5
+# no name of the notebook's is bound in them, and no frame of ours is between them
+_LOAD_HERE = (
+    f"__import__({_THIS!r}, fromlist=['_'])._LOADING.result = "
+    f"__import__({_THIS!r}, fromlist=['_'])._LOADING.unpickler.load()"
+)
+_ONE_DEEPER = "exec(__import__({this!r}, fromlist=['_'])._LOADING.frames[{i}])"
+_FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 
 
 class BufferRecord(NamedTuple):
@@ -75,6 +96,26 @@ class SnapshotUnpickler(pickle.Unpickler):
         # key -> tensor: one tensor seen from several variables comes back as one
         self._tensors = {} if tensors is None else tensors
 
+    def load_as_notebook(self) -> Any:
+        """``load()``, called from a module-level frame of the namespace being
+        restored (a few deep), compiled as the notebook's cells are: the frames a
+        cell that unpickled it would give. A library that rebuilds on unpickling what it took
+        from its caller's frame finds the notebook's names and compiler flags, not
+        ours (statsmodels re-evaluates a formula model's design in the frames above its
+        ``__setstate__``, and patsy keeps their names and flags: from our frames a
+        ``np.log(x)`` term found no ``np``, and a plain one came back with our
+        ``from __future__ import annotations`` flag). A namespace that is not a
+        module's (no ``__builtins__``) is loaded as ``load()`` does."""
+        if "__builtins__" not in self._namespace:
+            return self.load()
+        frames = _frames(_cell_flags())
+        _LOADING.unpickler, _LOADING.frames = self, frames
+        try:
+            exec(frames[-1], self._namespace)
+            return _LOADING.result
+        finally:
+            _LOADING.unpickler = _LOADING.result = None
+
     def persistent_load(self, pid: Any) -> Any:
         tag = pid[0]
         if tag == "var":
@@ -98,6 +139,28 @@ class SnapshotUnpickler(pickle.Unpickler):
                 self._tensors[key] = found
             return found
         raise pickle.UnpicklingError(f"unknown reference {tag!r} in a snapshot")
+
+
+@functools.cache
+def _frames(flags: int) -> tuple[CodeType, ...]:
+    """The code of each frame, innermost first: each one but the first runs the one
+    before it in its own namespace, the first calls ``load()``."""
+    frames = [compile(_LOAD_HERE, _FRAMES_NAME, "exec", flags, True)]
+    for i in range(_FRAMES - 1):
+        deeper = _ONE_DEEPER.format(this=_THIS, i=i)
+        frames.append(compile(deeper, _FRAMES_NAME, "exec", flags, True))
+    return tuple(frames)
+
+
+def _cell_flags() -> int:
+    """The ``__future__`` flags the notebook's cells are compiled with (none outside
+    IPython)."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    compiler = getattr(shell, "compile", None)
+    return int(getattr(compiler, "flags", 0)) & _FUTURE_FLAGS
 
 
 def rebuild_buffer(record: BufferRecord, read_into: Callable[[str, memoryview], None]) -> Any:

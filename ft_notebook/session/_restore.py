@@ -148,7 +148,7 @@ class Rebuilder:
             tensors=self._tensors,
         )
         try:
-            return unpickler.load()
+            return unpickler.load_as_notebook()
         except (_Lost, StoreError):
             raise
         except Exception as e:  # whatever the pickled class's code raises on loading

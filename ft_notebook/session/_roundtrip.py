@@ -155,7 +155,7 @@ def unpickled_copy(
         data, resolve_var, load, [load(k) for k in out_of_band], namespace=namespace, tensors={}
     )
     with _singletons.checking():  # a library's objects come back as the live ones
-        return unpickler.load()
+        return unpickler.load_as_notebook()
 
 
 def difference(live: Any, copy: Any) -> str:

@@ -290,3 +290,40 @@ def test_a_librarys_module_level_objects_come_back_as_themselves(
     assert after == before, restored
     assert "lost" not in restored, restored
     assert "not as it was" not in restored, restored
+
+
+CAPTURES_ITS_CALLER = """
+import math, sys
+class Formula:
+    # as statsmodels' formula models are: on unpickling, their design is evaluated
+    # again in the frames above __setstate__, and patsy keeps those frames' names
+    # and compiler flags (issue 34, the quantile_regression notebook)
+    def __init__(self, text):
+        self.text = text
+        self._build(sys._getframe(1))
+    def _build(self, frame):
+        self.value = eval(self.text, frame.f_globals, frame.f_locals)
+        self.flags = frame.f_code.co_flags & 0x1000000  # from __future__ import annotations
+    def __getstate__(self):
+        return {"text": self.text}
+    def __setstate__(self, state):  # statsmodels looks 2 frames up first, then 3, 1, 0, 4
+        self.text = state["text"]
+        self._build(sys._getframe(2))
+model = Formula("math.sqrt(16) + len(__name__)")
+"""
+
+
+def test_an_object_rebuilt_from_its_callers_frame_finds_the_notebook_there(
+    notebook: KernelSession,
+) -> None:
+    # loaded from our own frames it found no `math` (lost), or, had its names been
+    # there, our modules' compiler flags: a model that is not the notebook's
+    nb = notebook
+    nb.execute(CAPTURES_ITS_CALLER).check()
+    saved = nb.execute("%ft save").check().stdout
+    assert "model: NOT protected" not in saved, saved
+    before, after, restored = _continue_across_a_kill(nb, "print(model.value, model.flags)")
+    assert before.split() == ["12.0", "0"], before
+    assert after == before, restored
+    assert "lost" not in restored, restored
+    assert "not as it was" not in restored, restored
