@@ -20,6 +20,8 @@ from ft_notebook.serve._rotation import ReplicaView
 #: How long after a second replica lost under one request the others are asked
 #: whether they still answer (see :func:`others_answer`).
 _TOGETHER_S = 0.3
+#: How often, meanwhile, the router's rotation is read for replicas gone too.
+_LOOK_EVERY_S = 0.005
 
 
 class InFlight:
@@ -89,15 +91,22 @@ async def others_answer(
     workers killed, the machine short of memory), and the request goes the usual
     way: re-sent, or to the fallback."""
     # workers killed together go one after another, ~30 ms apart: a moment later
-    # the third of them is gone too, and a ping at once would have found it alive
-    await asyncio.sleep(_TOGETHER_S)
-    others = [
-        v
-        for k, v in views.items()
-        if k not in tried and v.breaker.in_rotation() and request.witnessed(v)
-    ]
-    if not others:
-        return False
+    # the third of them is gone too, and a ping at once would have found it alive.
+    # Once every other one is out of rotation there is nothing to wait for: the
+    # requests caught by an outage go to the fallback then, not 0.3 s later
+    waited_until = time.monotonic() + _TOGETHER_S
+    while True:
+        others = [
+            v
+            for k, v in views.items()
+            if k not in tried and v.breaker.in_rotation() and request.witnessed(v)
+        ]
+        if not others:
+            return False
+        left = waited_until - time.monotonic()
+        if left <= 0:
+            break
+        await asyncio.sleep(min(_LOOK_EVERY_S, left))
     return any(await asyncio.gather(*(answers(v) for v in others)))
 
 
