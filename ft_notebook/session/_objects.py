@@ -181,6 +181,8 @@ def rebuild_buffer(record: BufferRecord, read_into: Callable[[str, memoryview], 
         data = flat.data
         return data.toreadonly() if record.extra.get("readonly") else data
     if record.kind == "numpy":
+        if record.extra.get("order") == "F":  # its bytes as they lay: the transpose's
+            return flat.view(np.dtype(record.dtype)).reshape(record.shape[::-1]).T
         return flat.view(np.dtype(record.dtype)).reshape(record.shape)
     import torch
 

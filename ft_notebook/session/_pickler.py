@@ -66,8 +66,20 @@ def _zeros_digest(n: int) -> str:
 
 
 def _array_bytes(arr: np.ndarray[Any, Any]) -> memoryview:
-    # through uint8: a datetime64 array has no buffer format of its own
+    # through uint8: a datetime64 array has no buffer format of its own. A Fortran-
+    # ordered one as it lies in memory (its transpose is C-ordered, no copy): numpy's
+    # pickle keeps the order too, and BLAS adds in another order on another layout
+    if _fortran(arr):
+        arr = arr.T
     return np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data
+
+
+def _array_extra(arr: np.ndarray[Any, Any]) -> dict[str, Any]:
+    return {"order": "F"} if _fortran(arr) else {}
+
+
+def _fortran(arr: np.ndarray[Any, Any]) -> bool:
+    return bool(arr.flags.f_contiguous and not arr.flags.c_contiguous)
 
 
 def _plain_dtype(dtype: np.dtype[Any]) -> bool:
@@ -199,7 +211,8 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
             if view is not None:
                 return view
             if obj.nbytes > INLINE_BYTES:
-                return ("buf", self._record(obj, "numpy", _array_bytes(obj), obj.dtype.str, {}))
+                data, extra = _array_bytes(obj), _array_extra(obj)
+                return ("buf", self._record(obj, "numpy", data, obj.dtype.str, extra))
         torch = self._torch
         if torch is not None and isinstance(obj, torch.Tensor) and _strided(obj, torch):
             extra = {
@@ -222,7 +235,8 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
         owner = _views.memory_owner(arr)
         if owner is None or owner is arr or id(owner) not in self._roots:
             return None
-        key = self._record(owner, "numpy", _array_bytes(owner), owner.dtype.str, {})
+        data, extra = _array_bytes(owner), _array_extra(owner)
+        key = self._record(owner, "numpy", data, owner.dtype.str, extra)
         self.keep_alive.append(arr)
         self.refs.update(n for n in self._roots.get(id(owner), ()) if n != self._name)
         return ("aview", key, *_views.placement(arr, owner))
@@ -292,7 +306,7 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
         base = arr.base
         while isinstance(base, np.ndarray):
             owner = self._named.get(id(base))
-            if owner is not None and owner != self._name and base.flags.c_contiguous:
+            if owner is not None and owner != self._name and _views.contiguous(base):
                 offset = arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
                 self.refs.add(owner)
                 return ("view", owner, offset, arr.shape, arr.strides, arr.dtype.str)

@@ -24,19 +24,25 @@ from typing import Any
 
 
 def memory_owner(arr: Any) -> Any:
-    """The array owning ``arr``'s memory when it can hold a view of it: C-contiguous,
-    of a dtype its ``.str`` names; else None."""
+    """The array owning ``arr``'s memory when it can hold a view of it: C- or
+    Fortran-contiguous (both come back as they lay), of a dtype its ``.str`` names;
+    else None."""
     import numpy as np
 
     owner = arr
     while isinstance(owner.base, np.ndarray):
         owner = owner.base
-    if owner.base is not None or not owner.flags.c_contiguous:
+    if owner.base is not None or not contiguous(owner):
         return None
     dtype = owner.dtype
     if dtype.hasobject or dtype.fields is not None or np.dtype(dtype.str) != dtype:
         return None
     return owner
+
+
+def contiguous(arr: Any) -> bool:
+    """Whether ``arr`` lies in one block, in C or Fortran order."""
+    return bool(arr.flags.c_contiguous or arr.flags.f_contiguous)
 
 
 def placement(arr: Any, owner: Any) -> tuple[int, tuple[int, ...], tuple[int, ...], str]:
@@ -50,7 +56,10 @@ def numpy_view(
 ) -> Any:
     import numpy as np
 
-    view = np.ndarray(shape, np.dtype(dtype), buffer=owner, offset=offset, strides=strides)
+    # a Fortran-ordered owner exports no plain buffer; its transpose, at the same
+    # address, does
+    memory = owner if owner.flags.c_contiguous else owner.T
+    view = np.ndarray(shape, np.dtype(dtype), buffer=memory, offset=offset, strides=strides)
     if not owner.flags.writeable:
         view.flags.writeable = False
     return view
