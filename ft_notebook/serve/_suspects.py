@@ -92,21 +92,20 @@ async def others_answer(
     way: re-sent, or to the fallback."""
     # workers killed together go one after another, ~30 ms apart: a moment later
     # the third of them is gone too, and a ping at once would have found it alive.
-    # Once every other one is out of rotation there is nothing to wait for: the
-    # requests caught by an outage go to the fallback then, not 0.3 s later
-    waited_until = time.monotonic() + _TOGETHER_S
+    # Once every other one has gone out of rotation meanwhile there is nothing to wait
+    # for: the requests caught by an outage go to the fallback then, not 0.3 s later.
+    # One out since before may come back in the time (a breaker's probe): it is waited
+    # for, as it may still witness the input
+    started = time.monotonic()
     while True:
-        others = [
-            v
-            for k, v in views.items()
-            if k not in tried and v.breaker.in_rotation() and request.witnessed(v)
-        ]
-        if not others:
+        witnesses = [v for k, v in views.items() if k not in tried and request.witnessed(v)]
+        others = [v for v in witnesses if v.breaker.in_rotation()]
+        over = time.monotonic() - started >= _TOGETHER_S
+        if not others and (over or all(v.breaker.opened_at >= started for v in witnesses)):
             return False
-        left = waited_until - time.monotonic()
-        if left <= 0:
+        if over:
             break
-        await asyncio.sleep(min(_LOOK_EVERY_S, left))
+        await asyncio.sleep(_LOOK_EVERY_S)
     return any(await asyncio.gather(*(answers(v) for v in others)))
 
 

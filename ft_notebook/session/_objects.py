@@ -38,6 +38,9 @@ _LOAD_HERE = (
     f"__import__({_THIS!r}, fromlist=['_'])._LOADING.result = "
     f"__import__({_THIS!r}, fromlist=['_'])._LOADING.unpickler.load()"
 )
+#: Names the frames look up in the notebook's namespace: a variable named so
+#: (``exec = ...``) would be called instead, and the load goes without the frames.
+_SHADOWED = frozenset({"exec", "__import__"})
 _ONE_DEEPER = "exec(__import__({this!r}, fromlist=['_'])._LOADING.frames[{i}])"
 _FUTURE_FLAGS = 0
 for _feature in __future__.all_feature_names:
@@ -105,8 +108,9 @@ class SnapshotUnpickler(pickle.Unpickler):
         ``__setstate__``, and patsy keeps their names and flags: from our frames a
         ``np.log(x)`` term found no ``np``, and a plain one came back with our
         ``from __future__ import annotations`` flag). A namespace that is not a
-        module's (no ``__builtins__``) is loaded as ``load()`` does."""
-        if "__builtins__" not in self._namespace:
+        module's (no ``__builtins__``), or that binds a name the frames call, is
+        loaded as ``load()`` does."""
+        if "__builtins__" not in self._namespace or _SHADOWED & self._namespace.keys():
             return self.load()
         frames = _frames(_cell_flags())
         _LOADING.unpickler, _LOADING.frames = self, frames

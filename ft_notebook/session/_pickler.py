@@ -65,17 +65,18 @@ def _zeros_digest(n: int) -> str:
     return digest_of(bytes(n))
 
 
-def _array_bytes(arr: np.ndarray[Any, Any]) -> memoryview:
+def _array_bytes(arr: np.ndarray[Any, Any], *, as_laid: bool = True) -> memoryview:
     # through uint8: a datetime64 array has no buffer format of its own. A Fortran-
     # ordered one as it lies in memory (its transpose is C-ordered, no copy): numpy's
-    # pickle keeps the order too, and BLAS adds in another order on another layout
-    if _fortran(arr):
+    # pickle keeps the order too, and BLAS adds in another order on another layout.
+    # A content hash (not as_laid) reads the elements in C order, whatever the layout
+    if as_laid and _fortran(arr):
         arr = arr.T
     return np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data
 
 
-def _array_extra(arr: np.ndarray[Any, Any]) -> dict[str, Any]:
-    return {"order": "F"} if _fortran(arr) else {}
+def _array_extra(arr: np.ndarray[Any, Any], *, as_laid: bool = True) -> dict[str, Any]:
+    return {"order": "F"} if as_laid and _fortran(arr) else {}
 
 
 def _fortran(arr: np.ndarray[Any, Any]) -> bool:
@@ -211,7 +212,8 @@ class SnapshotPickler(cloudpickle.Pickler):  # type: ignore[misc]
             if view is not None:
                 return view
             if obj.nbytes > INLINE_BYTES:
-                data, extra = _array_bytes(obj), _array_extra(obj)
+                laid = not self._content_only
+                data, extra = _array_bytes(obj, as_laid=laid), _array_extra(obj, as_laid=laid)
                 return ("buf", self._record(obj, "numpy", data, obj.dtype.str, extra))
         torch = self._torch
         if torch is not None and isinstance(obj, torch.Tensor) and _strided(obj, torch):

@@ -148,7 +148,7 @@ def _kept(arr: Any, named: Mapping[int, str], name: str) -> bool:
         return True
     base = arr.base
     while isinstance(base, np.ndarray):
-        if named.get(id(base), name) != name and base.flags.c_contiguous:
+        if named.get(id(base), name) != name and contiguous(base):
             return True
         base = base.base
     return False

@@ -147,6 +147,16 @@ def on_synced(book: RunBook, r: Report, d: Decision) -> RunBook:
     return book
 
 
+def admit_if_parked(book: RunBook, d: Decision) -> RunBook:
+    """After any input: a run parked below ``min_workers`` (a generation with no
+    members, which no one will sync) admits the joiners that waited for the one before
+    it to form (:func:`admit`), so that with them it has enough again."""
+    plan = book.plan
+    if plan is None or plan.stop or plan.members:
+        return book
+    return admit(book, d)
+
+
 def admit(book: RunBook, d: Decision) -> RunBook:
     """Ready workers not in the generation join it (at the next step boundary)."""
     plan, members = book.plan, book.members

@@ -98,7 +98,7 @@ def decide(book: RunBook, event: Input) -> tuple[RunBook, tuple[Action, ...]]:
     """The run's next book, and what to do, after ``event``."""
     d = Decision(event.now)
     rule = _RULES[type(event)]
-    return rule(book, event, d), tuple(d.actions)
+    return _membership.admit_if_parked(rule(book, event, d), d), tuple(d.actions)
 
 
 def _on_reported(book: RunBook, event: Reported, d: Decision) -> RunBook:

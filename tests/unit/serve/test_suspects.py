@@ -60,3 +60,23 @@ def test_a_replica_still_in_rotation_is_asked_after_the_wait() -> None:
     assert found is True
     assert pinged == ["svc/2"]
     assert took >= _TOGETHER_S * 0.95, took
+
+
+def test_a_replica_out_since_before_is_waited_for_as_it_may_come_back() -> None:
+    # its breaker opened before the request's second loss; a probe closes it within the
+    # wait: it can still witness the input, as the fixed wait let it
+    views = _views(3)
+    views["svc/2"].breaker.failed("an earlier timeout", at_once=True)
+    request = InFlight(views)
+    pinged: list[str] = []
+
+    async def answers(view: ReplicaView) -> bool:
+        pinged.append(view.key)
+        return True
+
+    async def main() -> bool:
+        asyncio.get_running_loop().call_later(0.1, views["svc/2"].breaker.succeeded)
+        return await others_answer(views, {"svc/0", "svc/1"}, request, answers)
+
+    assert asyncio.run(main()) is True
+    assert pinged == ["svc/2"]

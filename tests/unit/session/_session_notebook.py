@@ -3,6 +3,7 @@ would, and a "crash" that restores into a fresh session over the same store."""
 
 from __future__ import annotations
 
+import builtins
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,13 @@ class Notebook:
 
     def crash_and_restore(self, name: str = "latest") -> tuple[dict[str, Any], Any]:
         fresh = NotebookSession(self.store, "nb")
-        ns: dict[str, Any] = {}
+        # as a kernel's namespace is: with its builtins (the frames a pickle loads in
+        # are made in it, see SnapshotUnpickler.load_as_notebook)
+        ns: dict[str, Any] = {"__builtins__": builtins}
         report = fresh.restore(ns, name)
         return ns, report
+
+
+def user_values(ns: dict[str, Any]) -> dict[str, Any]:
+    """A restored namespace's variables, without the builtins a kernel's has."""
+    return {k: v for k, v in ns.items() if k != "__builtins__"}

@@ -102,10 +102,11 @@ class Row:
     check: Callable[[RunBook, tuple[Any, ...]], None] | None = None
 
 
-def _warm_while_survivors_form() -> RunBook:
+def _warm_while_survivors_form(**options: Any) -> RunBook:
     """cpu2 lost at T0+5 (the survivors' generation 2, no rendezvous), back and warm
     at T0+5.3, before the survivors synced on generation 2."""
-    book = decide(running(3)[0], _lost("cpu2")(running(3)[0]))[0]
+    book = running(3, **options)[0]
+    book = decide(book, _lost("cpu2")(book))[0]
     book = decide(book, WorkerNews(T0 + 5.2, "joined", "cpu2", ADDR["cpu2"]))[0]
     book = decide(book, report(book, ReadyData(), "cpu2", now=T0 + 5.3))[0]
     assert book.plan is not None
@@ -317,6 +318,15 @@ ROWS = [
         members=("cpu0", "cpu1"),
         how=How.SURVIVE,
         never=[SendPlan],
+    ),
+    Row(
+        "the joiner that waited for the survivors, when a second loss parks the run below "
+        "min_workers: admitted at once, and the run has enough again",
+        lambda: _warm_while_survivors_form(min_workers=2),
+        _lost("cpu1"),
+        RunState.RECOVERING,
+        members=("cpu0", "cpu2"),
+        how=How.FORM,
     ),
     Row(
         "the survivors all train: the joiner that was warm is admitted at a step boundary",
