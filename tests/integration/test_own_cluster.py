@@ -172,7 +172,10 @@ def test_training_survives_a_killed_worker_on_a_cluster_of_dasks_own_commands(
         store=str(tmp_path / "ckpt"),
         wait=False,
         checkpoint_every=8,
-        **counting_problem(size=256, batch=32, delay_s=0.05),
+        # long enough for a restart on a loaded machine: a fresh clone's make test saw
+        # the second worker join 19 s after the first, at step 130 of 192, and the run
+        # end 6 s after the kill, before the restarted worker came back
+        **counting_problem(size=512, batch=32, delay_s=0.08),
     )
     # on a loaded machine the second worker can join a few steps after the first
     start = poll_for(
