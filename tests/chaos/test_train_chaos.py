@@ -109,7 +109,12 @@ def test_a_killed_worker_is_survived_on_the_fast_path(
     assert first["workers_before"] == 3
     assert first["workers_after"] == 2
     assert first["steps_lost"] == 0
-    assert first["rto_s"] < 1.0, first
+    # The goal (survivors training again in a fraction of a second) is measured idle by
+    # benchmarks/bench_train.py (86.8 ms median). Here the suite runs four files at a
+    # time on 2 cores: 0.10-0.14 s beside three busy loops, but 1.23 s once in CI beside
+    # browsers and kernels. The path taken (above) is what this test holds; the bound
+    # only catches a recovery that waits on a timeout.
+    assert first["rto_s"] < 2.5, (first, run.logs())
     assert first["verified"] is True  # the survivors checked the state they went on from
 
 
