@@ -7,6 +7,7 @@ The named cases and the realistic models are in ``test_train_drills_cases.py``."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,10 @@ def test_the_drills_cover_every_kind_of_fault_and_both_modes() -> None:
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_random_fault_sequence_ends_where_the_undisturbed_run_does(
-    drill_trio: Client, drill_references: dict[bool, list[torch.Tensor]], tmp_path: Path, seed: int
+    drill_trio: Client,
+    drill_references: Mapping[bool, list[torch.Tensor]],
+    tmp_path: Path,
+    seed: int,
 ) -> None:
     plan = draw_faults(seed, STEPS)
     result = run_drill(

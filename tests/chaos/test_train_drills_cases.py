@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -185,7 +186,7 @@ def _model_drawing_more_on_worker_0(samples: int) -> DrillModel:
 
 
 def test_a_rank_that_built_other_initial_weights_cannot_hand_them_to_the_run(
-    drill_trio: Client, drill_references: dict[bool, list[torch.Tensor]], tmp_path: Path
+    drill_trio: Client, drill_references: Mapping[bool, list[torch.Tensor]], tmp_path: Path
 ) -> None:
     """Rank 0's state used to be everyone's first state, unchecked: its other weights
     trained, verified and COMPLETED 1.77 away from the undisturbed run. The ranks
