@@ -99,6 +99,9 @@ async def test_a_large_body_is_parsed_off_the_event_loop(jp_fetch: Fetch) -> Non
     finally:
         ticker.cancel()
     assert response.code == 404, response.body[:300]  # it got past every check
-    # held on the loop, the parse would stop the ticker for about held_s (a busy
-    # machine stretches both sides alike)
-    assert max(gaps) < held_s / 2, (max(gaps), held_s)
+    # held on the loop, the parse would stop the ticker for about held_s. Off it, the
+    # loop shares the GIL with the parsing thread and ticks on; on a machine loaded past
+    # its cores one gap of 0.21 s against a 0.32 s parse was seen (the process not
+    # scheduled), so the bound is most of the parse, and the loop must have ticked on.
+    assert max(gaps) < held_s * 0.75, (max(gaps), held_s)
+    assert len(gaps) >= 5, gaps
