@@ -68,11 +68,11 @@ chromium:
 	    (apt-get update >/dev/null 2>&1 && apt-get install -y chromium >/dev/null 2>&1); \
 	  else echo "Chromium is missing: the browser tests will be skipped (apt-get install chromium)"; fi
 
-# Four pytest-xdist workers keep two cores busy (a fresh clone's run: 91% of both, in
-# worker processes, kernels and browsers; six workers were slower and flakier). --dist loadfile keeps a file on one worker, so a
-# module's shared cluster starts once and a file's tests never race each other;
-# --no-loadscope-reorder sends the files in the order tests/conftest.py collects them,
-# the longest first (xdist's own order sends the files with the most tests first). The
+# Four pytest-xdist workers keep two cores busy (a run measured 91% of both, in worker
+# processes, kernels and browsers; six workers were slower and flakier). --dist loadfile
+# keeps a file on one worker, so a module's shared cluster starts once and a file's
+# tests never race each other; xdist sends the files with the most tests first
+# (tests/conftest.py says why not the longest first). The
 # set-up steps that need not wait for each other run side by side (the managers' venv
 # beside the extension's build), and so do the extension's own lint and tests.
 TEST_WORKERS ?= 4
@@ -84,7 +84,7 @@ test-labextension:
 	cd labextension && jlpm lint && jlpm test
 
 test-python:
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 demo: install
 	$(PY) demos/train_with_failure.py

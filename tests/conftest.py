@@ -25,11 +25,12 @@ _KIND_BY_FOLDER = {
 
 #: Files that take half a minute or more (kills and recoveries, demos played at a
 #: person's pace, browsers), longest first as a fresh clone's make test measured them
-#: (a prefix holds for every file it starts). They are collected first so that under
-#: pytest-xdist (make test: --dist loadfile, --no-loadscope-reorder, else xdist sends
-#: the files with the most tests first) they start first and the short files fill in
-#: around them: sent last, demos 02 to 04 and the wheel ran alone for the suite's last
-#: 270 s of 677.
+#: (a prefix holds for every file it starts). pytest collects them first. Under
+#: pytest-xdist make test keeps xdist's own order (the files with the most tests first,
+#: these last): with --no-loadscope-reorder these went first and a fresh clone's make
+#: test took 721 and 711 s instead of 770 s, but the long files ran all at once and
+#: each of those two runs had tests fail from the load (a breaker opened on a health
+#: check; a survivor taken for hung and evicted, preloads importing for 8 s).
 _LONG_FIRST = (
     "integration/test_demo_02",  # paced 106 s, restart 92 s
     "integration/test_demo_04",  # 87 + 35 s
