@@ -211,8 +211,16 @@ def _install_plugins(client: Any) -> None:
             # a pooled connection to the scheduler that closed on a loaded machine (a
             # fresh clone's make test saw one in demo 02): both plugins are idempotent,
             # so asking again, on a new connection, is safe
-            if isinstance(e, CommClosedError) and attempt < _PLUGIN_TRIES:
-                continue
+            if isinstance(e, CommClosedError):
+                if attempt < _PLUGIN_TRIES:
+                    continue
+                raise TrainingError(
+                    f"The connection to the scheduler at "
+                    f"{getattr(client.scheduler, 'address', '?')} closed {_PLUGIN_TRIES} "
+                    f"times in a row while training's plugins were installed: {e}. Check "
+                    f"that the cluster is up (`%ft cluster status`, or its dashboard) and "
+                    f"call fit again."
+                ) from e
             raise TrainingError(
                 f"Could not install training's plugins on the cluster at "
                 f"{getattr(client.scheduler, 'address', '?')}: {type(e).__name__}: {e}. Its "
