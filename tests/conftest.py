@@ -9,6 +9,7 @@ from typing import Any
 
 import psutil
 import pytest
+from _schedule import LongestFirst, cost
 
 from ft_notebook.cluster._certs import CertPaths
 from ft_notebook.cluster._registry import ClusterInfo, Registry
@@ -23,35 +24,6 @@ _KIND_BY_FOLDER = {
 }
 
 
-#: Files that take half a minute or more (kills and recoveries, demos played at a
-#: person's pace, browsers), longest first as a fresh clone's make test measured them
-#: (a prefix holds for every file it starts). pytest collects them first. Under
-#: pytest-xdist make test keeps xdist's own order (the files with the most tests first,
-#: these last): with --no-loadscope-reorder these went first and a fresh clone's make
-#: test took 721 and 711 s instead of 770 s, but the long files ran all at once and
-#: each of those two runs had tests fail from the load (a breaker opened on a health
-#: check; a survivor taken for hung and evicted, preloads importing for 8 s).
-_LONG_FIRST = (
-    "integration/test_demo_02",  # paced 106 s, restart 92 s
-    "integration/test_demo_04",  # 87 + 35 s
-    "integration/test_demo_03",  # 71 + 42 s
-    "chaos/test_train_drills_cases",
-    "chaos/test_train_drills",
-    "browser/test_labextension_browser",
-    "integration/test_own_cluster",
-    "integration/test_wheel",
-    "integration/test_train_runs",
-    "chaos/",
-    "browser/",
-    "integration/test_demo",  # demo 01, Run All
-    "integration/test_snapshot_zoo",
-    "integration/test_readme",
-    "security/test_listeners",
-    "integration/test_fit_progress",
-    "integration/test_dashboard_notebook",
-)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by the folder it lives in, so `-m unit` etc. select by kind; put
     the long files first (a stable sort: a file's own tests keep their order)."""
@@ -61,11 +33,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         kind = _KIND_BY_FOLDER.get(folder)
         if kind is not None:
             item.add_marker(kind)
-    items.sort(key=lambda item: _rank(Path(item.path).relative_to(here).as_posix()))
+    items.sort(key=lambda item: -cost(Path(item.path).relative_to(here).as_posix()).seconds)
 
 
-def _rank(path: str) -> int:
-    return next((i for i, p in enumerate(_LONG_FIRST) if path.startswith(p)), len(_LONG_FIRST))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LongestFirst | None:
+    """Under ``--dist loadfile``, the long files first, two busy ones at most at once
+    (``_schedule.py`` says why)."""
+    return LongestFirst(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 @pytest.fixture
