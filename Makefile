@@ -17,9 +17,17 @@ TORCH_REQ ?= $(if $(HAS_GPU),torch>=2.4,torch==2.13.0)
 
 .PHONY: demo test test-labextension test-python lab bench lint labextension install clean chromium dist
 
+# uv installs the package's dependencies: pip resolved them one index page at a time
+# (28 of its 37-49 s in set-up); uv fetches them side by side and picks the same
+# versions (13 s). pip keeps the steps that rely on this machine's pip config (the
+# local CPU torch wheel, its constraints) or on a venv seeing another's packages.
+UV := $(VENV)/bin/uv
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
+
+$(UV): | $(PY)
+	$(PIP) install --quiet 'uv>=0.8'
 
 # torch first, so the package's `torch>=2.4` is already met by the CPU build.
 $(VENV)/.torch-installed: | $(PY)
@@ -29,9 +37,9 @@ $(VENV)/.torch-installed: | $(PY)
 # ByzFL is the tests' reference for the robust aggregators. Without --no-deps it pulls
 # torchvision, which takes a multi-GB CUDA torch; its aggregators need only numpy,
 # scipy and torch, which are here.
-$(VENV)/.installed: pyproject.toml $(VENV)/.torch-installed
-	$(PIP) install --quiet -e '.[dev]'
-	$(PIP) install --quiet --no-deps 'byzfl==0.0.11'
+$(VENV)/.installed: pyproject.toml $(VENV)/.torch-installed | $(UV)
+	$(UV) pip install --python $(PY) --quiet --compile-bytecode -e '.[dev]'
+	$(UV) pip install --python $(PY) --quiet --compile-bytecode --no-deps 'byzfl==0.0.11'
 	touch $@
 
 # The cluster managers this machine cannot run (SLURM, Kubernetes, GPUs), checked by
