@@ -79,10 +79,10 @@ chromium:
 # Four pytest-xdist workers keep two cores busy (a run measured 91% of both, in worker
 # processes, kernels and browsers; six workers were slower and flakier). --dist loadfile
 # keeps a file on one worker, so a module's shared cluster starts once and a file's
-# tests never race each other; xdist sends the files with the most tests first
-# (tests/conftest.py says why not the longest first). The
-# set-up steps that need not wait for each other run side by side (the managers' venv
-# beside the extension's build), and so do the extension's own lint and tests.
+# tests never race each other; tests/_schedule.py sends the longest files first, two
+# busy ones at most at once. The set-up steps that need not wait for each other run
+# side by side (the managers' venv beside the extension's build), and so do the
+# extension's own lint and tests.
 TEST_WORKERS ?= 4
 test:
 	$(MAKE) --no-print-directory -j3 labextension chromium $(MANAGERS)/.installed
