@@ -193,7 +193,7 @@ def ft_runs(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     with (
         dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"}),
         LocalCluster(
-            n_workers=3, threads_per_worker=1, dashboard_address=None, silence_logs=50
+            n_workers=3, threads_per_worker=1, dashboard_address="127.0.0.1:0", silence_logs=50
         ) as cluster,
         Client(cluster) as client,
     ):

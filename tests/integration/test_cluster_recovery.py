@@ -234,7 +234,7 @@ def _restart_a_plain_worker() -> None:
 
     with (
         dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"}),
-        LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as lc,
+        LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address="127.0.0.1:0") as lc,
         Client(lc, set_as_default=False) as client,
     ):
         attach(client)
@@ -309,7 +309,7 @@ def seen():
     return " ".join(psutil.Process().parent().cmdline()), "torch" in sys.modules, os.getpid()
 
 with LocalCluster(
-    n_workers=1, threads_per_worker=1, dashboard_address=None,
+    n_workers=1, threads_per_worker=1, dashboard_address="127.0.0.1:0",
     preload_nanny=["ft_notebook.cluster.forkserver"],
 ) as lc, Client(lc) as client:
     (address, first), = client.run(seen).items()

@@ -17,7 +17,7 @@ def dask_client() -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     with (
-        LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc,
+        LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as lc,
         Client(lc, set_as_default=False) as client,
     ):
         yield client

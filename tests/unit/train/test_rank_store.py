@@ -26,7 +26,11 @@ def worker() -> Iterator[Any]:
     """An in-process scheduler and worker with the control plane installed."""
     with (
         LocalCluster(
-            n_workers=1, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
+            n_workers=1,
+            processes=False,
+            protocol="tcp",
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
         ) as cluster,
         Client(cluster, set_as_default=False) as client,
     ):
