@@ -45,7 +45,7 @@ COSTS = {
     "browser/test_labextension_browser.py": Cost(72, 73),
     "integration/test_demo_02.py": Cost(72, 25),
     "integration/test_demo_02_restart.py": Cost(71, 26),
-    "integration/test_demo_03.py": Cost(69, 77),  # 8 callers load the service throughout
+    "integration/test_demo_03.py": Cost(71, 47),  # 8 callers load the service throughout
     "chaos/test_train_chaos.py": Cost(68, 28),
     "browser/test_dashboard_browser.py": Cost(40, 36),
     "integration/test_demo_01.py": Cost(38, 7),
