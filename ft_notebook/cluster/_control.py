@@ -365,7 +365,14 @@ def signal_worker_process(sig: int, dask_worker: Any = None) -> int:
             f"The nanny at {getattr(dask_worker, 'address', '?')} has no worker process "
             f"to signal (it may be restarting). Try again in a few seconds."
         )
-    os.kill(int(pid), sig)
+    try:
+        os.kill(int(pid), sig)
+    except ProcessLookupError:  # dead, and its nanny has not noticed yet
+        raise ClusterError(
+            f"The worker process {pid} of the nanny at {getattr(dask_worker, 'address', '?')} "
+            f"has exited already (killed or crashed; its nanny restarts it). List the "
+            f"workers again in a few seconds and retry."
+        ) from None
     return int(pid)
 
 

@@ -90,7 +90,13 @@ def _signal(
         pid = int(result[address])
     elif target["pid"] and get_address_host(address) in _local_hosts():
         pid = int(target["pid"])
-        os.kill(pid, sig)
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            raise ClusterError(
+                f"Worker {target['name']!r} (process {pid}) has exited already. List the "
+                f"workers again and retry."
+            ) from None
     else:
         raise ClusterError(
             f"Worker {target['name']!r} at {address} has no nanny and runs on another "

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import signal
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +14,13 @@ from typing import Any
 import pytest
 from distributed.core import Status
 
-from ft_notebook.cluster.plugins import HEALTH_METRIC, ControlPlane, MemberState, control_plane
+from ft_notebook.cluster.plugins import (
+    HEALTH_METRIC,
+    ControlPlane,
+    MemberState,
+    control_plane,
+    signal_worker_process,
+)
 from ft_notebook.events import cluster_topic, history
 from ft_notebook.exceptions import ClusterError
 
@@ -228,3 +237,18 @@ def test_other_plugins_find_it_or_get_a_clear_error() -> None:
     plane = ControlPlane()
     s.plugins[plane.name] = plane
     assert control_plane(s) is plane
+
+
+def test_signalling_a_worker_process_that_has_just_died_says_so() -> None:
+    """A drill's kill came right after another fault had killed the same worker: its
+    nanny still named the dead process, and ``os.kill`` raised a bare
+    ProcessLookupError through ``%ft chaos kill`` (and the drills' harness, which takes
+    a ClusterError for a worker gone meanwhile)."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # exited and reaped: its pid names no process
+
+    class Nanny:
+        pid, address = gone.pid, "tcp://127.0.0.1:900"
+
+    with pytest.raises(ClusterError, match=rf"process {gone.pid} .* has exited already"):
+        signal_worker_process(int(signal.SIGKILL), dask_worker=Nanny())
