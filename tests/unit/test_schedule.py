@@ -24,11 +24,13 @@ class FakeWorker:
 
 
 def _busy(n: int) -> list[str]:
-    return [f for f, c in COSTS.items() if c.busy][:n]
+    """The ``n`` longest busy files."""
+    return sorted((f for f, c in COSTS.items() if c.busy), key=lambda f: -COSTS[f].seconds)[:n]
 
 
 def _waiting(n: int) -> list[str]:
-    return [f for f, c in COSTS.items() if not c.busy][:n]
+    """The ``n`` longest files that mostly wait."""
+    return sorted((f for f, c in COSTS.items() if not c.busy), key=lambda f: -COSTS[f].seconds)[:n]
 
 
 def _collection() -> list[str]:

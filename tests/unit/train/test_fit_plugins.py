@@ -1,6 +1,6 @@
 """ft.fit hands its plugins to the cluster once, and a connection to the scheduler
-that closes under it is asked again (both plugins are idempotent); any other failure,
-is a TrainingError that says what the cluster needs; one that keeps closing says so."""
+that closes under it is asked again (both plugins are idempotent); any other failure
+is a TrainingError that says what the cluster needs, and one that keeps closing says so."""
 
 from __future__ import annotations
 
@@ -38,7 +38,9 @@ def test_a_connection_closed_under_it_is_asked_again() -> None:
 def test_a_connection_that_keeps_closing_is_a_training_error() -> None:
     client = _Client(_PLUGIN_TRIES, CommClosedError("Stream is closed"))
     # what happened and what to do next; not the install advice of another failure
-    with pytest.raises(TrainingError, match=r"closed 3 times in a row.*Stream is closed") as e:
+    with pytest.raises(
+        TrainingError, match=rf"closed {_PLUGIN_TRIES} times in a row.*Stream is closed"
+    ) as e:
         _install_plugins(client)
     assert "%ft cluster status" in str(e.value)
     assert "need ft_notebook installed" not in str(e.value)
