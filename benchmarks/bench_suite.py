@@ -25,14 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = re.compile(r"=+ (.*) in [\d.]+s")
 
 
-def fresh_make_test() -> dict[str, object]:
-    """One clone and ``make test``: seconds of set-up, of pytest and in all, and
-    pytest's summary line."""
+def fresh_make_test(log: Path) -> dict[str, object]:
+    """One clone and ``make test``: seconds of set-up and in all, pytest's summary line
+    and the tests that failed; what it printed goes to ``log``, timestamped."""
     with tempfile.TemporaryDirectory(prefix="ft-fresh-") as folder:
         clone = Path(folder) / "repo"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
         start = time.monotonic()
-        pytest_at, summary = None, ""
+        pytest_at, summary, failed = None, "", []
         proc = subprocess.Popen(
             ["make", "test"],
             cwd=clone,
@@ -42,6 +42,10 @@ def fresh_make_test() -> dict[str, object]:
         )
         assert proc.stdout is not None
         for line in proc.stdout:
+            with log.open("a") as out:
+                out.write(f"{time.monotonic() - start:7.1f} {line}")
+            if line.startswith(("FAILED ", "ERROR ")):
+                failed.append(line.split(" - ")[0].strip())
             if pytest_at is None and " -m pytest " in line:
                 pytest_at = time.monotonic() - start
             if match := SUMMARY.search(line):
@@ -52,6 +56,7 @@ def fresh_make_test() -> dict[str, object]:
         "total_s": total,
         "setup_s": pytest_at if pytest_at is not None else total,
         "summary": summary or f"no pytest summary (make exited {code})",
+        "failed": failed,
         "ok": code == 0,
     }
 
@@ -61,9 +66,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     args = parser.parse_args()
     runs = []
+    logs = Path(tempfile.mkdtemp(prefix="ft-bench-suite-"))
     for i in range(args.runs):
-        runs.append(fresh_make_test())
-        print(f"run {i + 1}: {runs[-1]}", file=sys.stderr, flush=True)
+        runs.append(fresh_make_test(logs / f"make-test-{i + 1}.log"))
+        print(f"run {i + 1} (log in {logs}): {runs[-1]}", file=sys.stderr, flush=True)
     table = Table(
         "fresh",
         "make test from a fresh clone",
@@ -79,7 +85,8 @@ def main() -> None:
         detail="set-up "
         + ", ".join(f"{r['setup_s']:.0f} s" for r in runs)
         + "; pytest: "
-        + "; ".join(str(r["summary"]) for r in runs),
+        + "; ".join(str(r["summary"]) for r in runs)
+        + "".join(f"; failed: {', '.join(r['failed'])}" for r in runs if r["failed"]),  # type: ignore[arg-type]
     )
     table.row(
         "make test green",
